@@ -1,15 +1,29 @@
-# Image for SuperNodes (and the SuperLink) running fedram-flwr on real devices.
-# CPU-only torch keeps the image small; the app itself arrives as a FAB via `flwr run`,
-# this image only carries its dependencies.
+# One image for the SuperLink, the SuperNodes and the run submission of docker-compose.yml.
+#
+# Package versions come from pyproject.toml alone (flwr[simulation]==1.39.0, torch,
+# torchvision, ...): the image installs this project, so its pins are the image's pins.
+# TORCH_INDEX supplies the CPU-only torch/torchvision builds (x86_64 and aarch64, e.g. a
+# Raspberry Pi 4/5 with a 64-bit OS); their "+cpu" local versions satisfy the == pins.
 FROM python:3.11-slim
+ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1 \
+    FLWR_DISABLE_UPDATE_CHECK=1 FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1
 WORKDIR /app
-RUN pip install --no-cache-dir torch==2.14.1 torchvision==0.29.1 \
-        --index-url https://download.pytorch.org/whl/cpu \
- && pip install --no-cache-dir "flwr[simulation]==1.39.0" pyyaml matplotlib scipy
+
+# Dependencies first, in a layer that changes only with pyproject.toml: install the
+# project from empty stubs of its packages, then drop the stubs.
 COPY pyproject.toml README.md ./
+RUN mkdir fedram_flwr strategies clients \
+ && touch fedram_flwr/__init__.py strategies/__init__.py clients/__init__.py \
+ && pip install --extra-index-url "$TORCH_INDEX" . \
+ && pip uninstall -y fedram-flwr \
+ && rm -rf fedram_flwr strategies clients build ./*.egg-info
+
+# The app itself. `flwr run /app` (service "submit") ships it to the SuperLink as a FAB;
+# the installed copy serves the SuperNodes' and the SuperLink's processes.
 COPY fedram_flwr fedram_flwr
 COPY strategies strategies
 COPY clients clients
 COPY scenarios scenarios
-RUN pip install --no-cache-dir --no-deps .
-ENV FLWR_DISABLE_UPDATE_CHECK=1 FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1
+COPY deploy/healthcheck.py deploy/healthcheck.py
+RUN pip install --no-deps .

@@ -4,11 +4,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] && command -v apt-get >/dev/null; then
-  echo "setup: installing Debian's dataset-fashion-mnist" >&2
+# Debian packages, where apt-get exists: Fashion-MNIST, and docker-compose (v1), which
+# validates docker-compose.yml offline in the tests (no Docker engine needed).
+apt_packages=()
+[ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || apt_packages+=(dataset-fashion-mnist)
+command -v docker-compose >/dev/null || apt_packages+=(docker-compose)
+if [ ${#apt_packages[@]} -gt 0 ] && command -v apt-get >/dev/null; then
+  echo "setup: installing Debian's ${apt_packages[*]}" >&2
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq dataset-fashion-mnist >/dev/null \
-    || echo "setup: could not install dataset-fashion-mnist; torchvision will try to download" >&2
+  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+    $SUDO apt-get install -y -qq "${apt_packages[@]}" >/dev/null \
+    || echo "setup: could not install ${apt_packages[*]}; torchvision will try to download" \
+            "Fashion-MNIST, tests/test_compose.py skips outside CI" >&2
 fi
 
 PY=${PYTHON:-python3}
