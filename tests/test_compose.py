@@ -307,3 +307,23 @@ def test_generated_certificates_serve_the_compose_names(tmp_path: Path) -> None:
         tls_handshake(tmp_path, hostname)
     with pytest.raises(ssl.SSLCertVerificationError):
         tls_handshake(tmp_path, "elsewhere.example")
+
+
+def test_dockerfile_copies_what_the_services_run() -> None:
+    """Every COPY source exists and survives .dockerignore, and the health check script
+    the compose files call is among them."""
+    ignored = [
+        line.strip()
+        for line in (APP_ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    copied = []
+    for line in (APP_ROOT / "Dockerfile").read_text().splitlines():
+        if line.startswith("COPY "):
+            *sources, _ = line.split()[1:]
+            copied += sources
+    for source in copied:
+        assert (APP_ROOT / source).exists(), f"Dockerfile copies missing {source}"
+        hit = [p for p in ignored if source == p or source.startswith(p.rstrip("/") + "/")]
+        assert not hit, f".dockerignore ({hit}) drops {source}, which the Dockerfile copies"
+    assert "deploy/healthcheck.py" in copied

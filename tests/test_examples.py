@@ -1,12 +1,14 @@
-"""Plug-in use: a stock Flower app switched to Fed-CVaR-Avg and the RAM by a few lines.
+"""Plug-in use: a stock Flower app switched to our strategies and oracles by a few lines.
 
 ``examples/stock_app`` is a small legacy-API Flower app (FedAvg, NumPyClient, numpy
-softmax regression); ``examples/switch_to_fed_cvar_avg.patch`` is the whole change that
-switches it. Both apps run through their own ``server_fn`` / ``client_fn`` in Flower's
-legacy ``Server`` loop (in-process clients: no Ray, well under a second), and the
-switched one must really use the new pieces: in each round exactly the client the RAM
-relays for (seed, round) trains, and t is trained. The Python examples of docs/API.md
-run too, so its import paths and constructor arguments stay true.
+softmax regression); each ``examples/switch_to_*.patch`` is the whole change that
+switches it to Fed-CVaR-Avg (RAM), FedAR (Bernoulli) or CA-Fed (Markov). Every app runs
+through its own ``server_fn`` / ``client_fn`` in Flower's legacy ``Server`` loop
+(in-process clients: no Ray, well under a second), and a switched one must really use
+the new pieces: in each round exactly the clients the oracle relays train (for the RAM,
+recomputed from its law), and the algorithm's own state moves (Fed-CVaR-Avg's t, FedAR's
+update memory, CA-Fed's loss estimates). The Python examples of docs/API.md run too, so
+its import paths and constructor arguments stay true.
 """
 
 from __future__ import annotations
@@ -28,21 +30,24 @@ from flwr.server import Server, ServerApp
 from flwr.server.client_manager import SimpleClientManager
 
 from fedram_flwr.app_config import APP_ROOT
-from fedram_flwr.availability import RandomAccessClientManager, ram_relay
+from fedram_flwr.availability import (
+    BernoulliClientManager,
+    MarkovClientManager,
+    RandomAccessClientManager,
+    ram_relay,
+)
 from fedram_flwr.engine import InProcessClientProxy, node_context
-from fedram_flwr.strategies import FedCVaRAvg
+from fedram_flwr.strategies import CAFed, FedAR, FedCVaRAvg
 
 EXAMPLES = APP_ROOT / "examples"
 NUM_CLIENTS = 3
 ROUNDS = 12
 
 
-@pytest.fixture
-def switched_app(tmp_path: Path) -> Path:
-    """A copy of the stock app with the patch applied (as a user would apply it)."""
-    app = tmp_path / "switched_app"
+def switched(tmp_path: Path, patch: Path) -> Path:
+    """A copy of the stock app with ``patch`` applied (as a user would apply it)."""
+    app = tmp_path / patch.stem
     shutil.copytree(EXAMPLES / "stock_app", app)
-    patch = EXAMPLES / "switch_to_fed_cvar_avg.patch"
     subprocess.run(["git", "apply", str(patch)], cwd=app, check=True, capture_output=True)
     return app
 
@@ -101,22 +106,51 @@ def test_stock_app_runs_fedavg_on_every_client(monkeypatch: pytest.MonkeyPatch) 
     assert [a.shape for a in final] == [(3, 3)]
 
 
-def test_patch_switches_it_to_fed_cvar_avg_and_the_ram(
-    switched_app: Path, monkeypatch: pytest.MonkeyPatch
+def test_fed_cvar_avg_patch_follows_the_ram_and_trains_t(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    patch = (EXAMPLES / "switch_to_fed_cvar_avg.patch").read_text()
-    changed = [line for line in patch.splitlines() if re.match(r"[+-](?![+-]{2} )", line)]
-    assert len(changed) <= 30, "the switch should stay a few lines"
-
-    strategy, manager, final, trained = run_app(switched_app, monkeypatch)
+    app = switched(tmp_path, EXAMPLES / "switch_to_fed_cvar_avg.patch")
+    strategy, manager, final, trained = run_app(app, monkeypatch)
     assert isinstance(strategy, FedCVaRAvg) and isinstance(manager, RandomAccessClientManager)
-    # Exactly the client the RAM relays in each round trained (not the strategy's pick).
+    # Exactly the client the RAM's law relays in each round trained, not FedAvg's choice.
     relays = {r: ram_relay(manager.rho, 1, manager.seed, r) for r in range(1, ROUNDS + 1)}
     assert trained == relays
     assert len({ids[0] for ids in relays.values()}) > 1
     # The global state is (theta, t), and the relayed clients moved t from 0.
     assert [a.shape for a in final] == [(3, 3), (1,)]
     assert final[1][0] != 0.0
+
+
+SWITCHES = {
+    "switch_to_fedar.patch": (FedAR, BernoulliClientManager),
+    "switch_to_ca_fed.patch": (CAFed, MarkovClientManager),
+}
+
+
+@pytest.mark.parametrize("patch", sorted(SWITCHES))
+def test_patch_switches_to_strategy_and_oracle(
+    patch: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    strategy, manager, final, trained = run_app(switched(tmp_path, EXAMPLES / patch), monkeypatch)
+    strategy_cls, oracle_cls = SWITCHES[patch]
+    assert isinstance(strategy, strategy_cls) and isinstance(manager, oracle_cls)
+    draws = {r: manager.draw(r) for r in range(1, ROUNDS + 1)}
+    assert trained == {r: ids for r, ids in draws.items() if ids}
+    assert any(0 < len(ids) < NUM_CLIENTS for ids in draws.values())  # some absent
+    assert [a.shape for a in final] == [(3, 3)] and np.any(final[0] != 0)
+    if isinstance(strategy, FedAR):  # the stale-update memory holds every client seen
+        assert strategy.memory.seen.tolist() == [
+            any(k in ids for ids in draws.values()) for k in range(NUM_CLIENTS)
+        ]
+    else:  # CA-Fed read the received losses and tracked availability every round
+        assert strategy.losses is not None and strategy.tracker.rounds == ROUNDS
+
+
+@pytest.mark.parametrize("patch", sorted(EXAMPLES.glob("switch_to_*.patch")), ids=lambda p: p.stem)
+def test_switches_are_a_few_lines(patch: Path) -> None:
+    lines = patch.read_text().splitlines()
+    changed = [line for line in lines if re.match(r"[+-](?![+-]{2} )", line)]
+    assert len(changed) <= 30, f"{patch.name}: {len(changed)} changed lines"
 
 
 def api_examples() -> list[str]:
