@@ -192,10 +192,12 @@ class RecordingStrategy(Strategy):
     def configure_fit(
         self, server_round: int, parameters: Parameters, client_manager: ClientManager
     ):
-        """The wrapped strategy's instructions; records the oracle's draw as ``active``."""
+        """The wrapped strategy's instructions; records the oracle's draw as ``active``
+        and the partitions it knew connected as ``connected``."""
         instructions = self.strategy.configure_fit(server_round, parameters, client_manager)
         if isinstance(client_manager, OracleClientManager):
             self._row["active"] = list(client_manager.last_active)
+            self._row["connected"] = client_manager.connected_partitions()
             self._num_clients = client_manager.num_clients
         return instructions
 
@@ -211,6 +213,8 @@ class RecordingStrategy(Strategy):
             {
                 "relayed": relayed,
                 "failures": len(failures),
+                # drawn but no update aggregated: error, timeout or lost connection
+                "failed": sorted(set(self._row.get("active", [])) - set(relayed)),
                 **{f"fit-{k}": v for k, v in metrics.items()},
             }
         )
