@@ -120,13 +120,14 @@ def test_killed_supernode_is_dropped_and_nothing_aggregated_is_lost(tmp_path: Pa
 
     r1, r2, r3 = rounds(run)
     assert r1["relayed"] == [0, 1, 2] and r1["failed"] == []
-    # Killed mid-run: still drawn in round 2 (Flower's heartbeat has not expired), its
-    # instruction times out and is recorded as a failure; round 3 leaves it out.
+    # Killed mid-run: still drawn in round 2 (Flower has not noticed yet); its instruction
+    # fails (round timeout, or Flower's node-unavailable reply once its heartbeats stop)
+    # and is recorded; round 3 leaves it out.
     assert r2["active"] == [0, 1, 2] and r2["relayed"] == [0, 1] and r2["failed"] == [2]
     assert r2["failures"] == 1
     assert r3["active"] == r3["relayed"] == r3["connected"] == [0, 1] and r3["failed"] == []
-    # No round waits past the round timeout (+ one 3 s reply poll and the evaluation).
-    assert r2["round-seconds"] >= ROUND_TIMEOUT - 1
+    # No round waits past the round timeout (+ one 3 s reply poll and the evaluation);
+    # the failure may come earlier, when Flower sees the node's heartbeats stop.
     assert max(r["round-seconds"] for r in (r1, r2, r3)) < ROUND_TIMEOUT + 10
     assert "accuracy" in r3
 
