@@ -197,6 +197,11 @@ class ProcessTracker:
             children[info.ppid].append(info.pid)
         with self._lock:
             stack = [pid for pid, info in table.items() if self._ours(info)]
+            # A process read just after its exec (or as a zombie) shows "[comm]" instead of
+            # its command line: keep the full one once seen.
+            self.known.update(
+                {pid: table[pid] for pid in stack if not table[pid].cmd.startswith("[")}
+            )
             stack += [
                 pid
                 for pid in table
