@@ -107,11 +107,6 @@ class OracleClientManager(ClientManager):
         with self._cv:
             return dict(self._clients)
 
-    def connected_partitions(self) -> list[int]:
-        """Partition ids of the connected clients the oracle knows."""
-        with self._cv:
-            return sorted(self._by_partition)
-
     def wait_for(self, num_clients: int, timeout: int = 86400) -> bool:
         with self._cv:
             return self._cv.wait_for(

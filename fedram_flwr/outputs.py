@@ -28,7 +28,12 @@ from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import Strategy
 
-from fedram_flwr.availability import PARTITION_ID, OracleClientManager, write_trace
+from fedram_flwr.availability import (
+    PARTITION_ID,
+    ConnectedClientManager,
+    OracleClientManager,
+    write_trace,
+)
 
 WEIGHTS_FILE = "weights.npy"
 
@@ -193,11 +198,12 @@ class RecordingStrategy(Strategy):
         self, server_round: int, parameters: Parameters, client_manager: ClientManager
     ):
         """The wrapped strategy's instructions; records the oracle's draw as ``active``
-        and the partitions it knew connected as ``connected``."""
+        and, for physical availability, the partitions it saw up as ``connected``."""
         instructions = self.strategy.configure_fit(server_round, parameters, client_manager)
         if isinstance(client_manager, OracleClientManager):
             self._row["active"] = list(client_manager.last_active)
-            self._row["connected"] = client_manager.connected_partitions()
+            if isinstance(client_manager, ConnectedClientManager):
+                self._row["connected"] = client_manager.connected_partitions()
             self._num_clients = client_manager.num_clients
         return instructions
 
