@@ -2,6 +2,7 @@
 
     fedram run scenarios/demo.yaml                       # every variant x seed, in-process
     fedram run scenarios/demo.yaml --engine flwr         # on Flower's Simulation Engine
+    fedram run scenarios/demo.yaml --engine deployment --tls  # SuperLink + K SuperNodes
     fedram run scenarios/table1.yaml --seeds 0 1 2 --set rounds=300 --set training.local_epochs=2
     fedram report runs/demo                              # report.md + figures
     fedram show scenarios/table1.yaml                    # resolved scenario and its variants
@@ -31,7 +32,27 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a scenario (all variants x seeds)")
     run.add_argument("scenario", type=Path)
-    run.add_argument("--engine", choices=("in-process", "flwr"), default="in-process")
+    run.add_argument(
+        "--engine",
+        choices=("in-process", "flwr", "deployment"),
+        default="in-process",
+        help="flwr: Flower's Simulation Engine; deployment: a local SuperLink and one "
+        "SuperNode process per client, on loopback",
+    )
+    run.add_argument(
+        "--tls",
+        action="store_true",
+        help="deployment: secure the SuperLink with TLS (a throwaway CA and certificate "
+        "are generated in the run directory)",
+    )
+    run.add_argument(
+        "--kill-supernode",
+        action="append",
+        default=[],
+        metavar="PARTITION@ROUND",
+        help="deployment: SIGKILL the SuperNode of this partition once ROUND is recorded "
+        "(fault injection), e.g. --kill-supernode 2@3",
+    )
     run.add_argument("--seeds", type=int, nargs="+", help="override the scenario's seeds")
     run.add_argument(
         "--set",
@@ -51,7 +72,21 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def parse_kills(items: list[str]) -> dict[int, int]:
+    """``["2@3"]`` -> {2: 3}: partition id -> round after which its SuperNode dies."""
+    kills = {}
+    for item in items:
+        partition, sep, after = item.partition("@")
+        if not (sep and partition.isdigit() and after.isdigit()):
+            raise ScenarioError(f"--kill-supernode {item!r}: expected PARTITION@ROUND, e.g. 2@3")
+        kills[int(partition)] = int(after)
+    return kills
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    kills = parse_kills(args.kill_supernode)
+    if (args.tls or kills) and args.engine != "deployment":
+        raise ScenarioError("--tls and --kill-supernode need --engine deployment")
     scenario = load_scenario(args.scenario)
     overrides = parse_overrides(",".join(args.overrides))
     if overrides:
@@ -74,13 +109,26 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"[{i}/{len(jobs)}] {label} seed {seed}: complete, skipped", file=sys.stderr)
             continue
         tag = f"[{i}/{len(jobs)}] {label} seed {seed}"
-        if args.engine == "flwr":
-            from fedram_flwr.flwr_engine import run_with_flwr
+        if args.engine in ("flwr", "deployment"):
+            from fedram_flwr.flwr_engine import (
+                DEPLOYMENT_LATENCY_ENV,
+                generate_tls_files,
+                run_with_flwr,
+            )
 
             resolved = run_dir / "requested-scenario.yaml"
             run_dir.mkdir(parents=True, exist_ok=True)
             resolved.write_text(yaml.safe_dump({**variant.to_dict(), "seeds": [seed]}))
-            run_with_flwr(resolved.resolve(), seed, run_dir.resolve())
+            deployment = args.engine == "deployment"
+            run_with_flwr(
+                resolved.resolve(),
+                seed,
+                run_dir.resolve(),
+                engine="deployment" if deployment else "simulation",
+                tls=generate_tls_files(run_dir.resolve() / "tls") if args.tls else None,
+                kill_after=kills,
+                env=DEPLOYMENT_LATENCY_ENV if deployment else None,
+            )
         else:
             from fedram_flwr.engine import run_in_process
 

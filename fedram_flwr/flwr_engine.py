@@ -1,18 +1,29 @@
-"""Flower Simulation Engine: a scenario run through the real ``flwr run .`` CLI.
+"""Flower's Simulation and Deployment Engines: a scenario run through ``flwr run .``.
 
-``run_with_flwr`` starts its own ``flower-superlink --simulation`` on a free loopback
-port, writes a private ``FLWR_HOME/config.toml`` whose only connection points at it,
-runs ``flwr run . <connection> --run-config <toml> --federation-config
-num-supernodes=K --stream`` (in a staged copy of the app that yields the same FAB, or
-in the app root itself), relays its output line by line and waits until the run
-directory's status is ``complete``. Whatever happens (failure, timeout, Ctrl-C,
-SIGTERM) it then stops every process it started: the SuperLink, the
-``flower-superexec`` it spawns (in a session of its own), ``flwr-simulation`` and
-Ray's processes (``gcs_server``, ``raylet``, agents, actors). They are found by
-walking the process tree from the pids it started, polled during the run, and by a
-token in their environment, and are signalled by pid / process group only: nothing
-else on the machine is touched. Logs go to ``<run_dir>/flwr-logs/``: superlink.log,
-flwr-run.log, run-config.toml, processes.json (what was started) and timing.json.
+``run_with_flwr`` starts its own ``flower-superlink`` on free loopback ports, writes
+a private ``FLWR_HOME/config.toml`` whose only connection points at it, runs ``flwr run
+. <connection> --run-config <toml> [--federation-config num-supernodes=K] --stream``
+(in a staged copy of the app that yields the same FAB, or in the app root itself),
+relays its output line by line and waits until the run directory's status is
+``complete``. Two engines:
+
+* ``simulation``: ``flower-superlink --simulation`` runs K virtual SuperNodes on Ray;
+* ``deployment``: ``flower-superlink`` (Fleet API on its own port) and K real
+  ``flower-supernode`` processes, SuperNode i with ``--node-config "partition-id=i
+  num-partitions=K"`` and its own ClientAppIo port; insecure, or TLS with
+  :class:`TlsFiles` (the SuperLink serves its certificate, SuperNodes and ``flwr`` trust
+  the CA). ``kill_after`` SIGKILLs chosen SuperNodes (their process groups) once a
+  round is recorded: a device dying mid-run.
+
+Whatever happens (failure, timeout, Ctrl-C, SIGTERM) it then stops every process it
+started: the SuperLink, the SuperNodes, the ``flower-superexec`` processes they spawn
+(in sessions of their own), ``flwr-serverapp`` / ``flwr-clientapp``,
+``flwr-simulation`` and Ray's processes (``gcs_server``, ``raylet``, agents, actors).
+They are found by walking the process tree from the pids it started, polled during the
+run, and by a token in their environment, and are signalled by pid / process group
+only: nothing else on the machine is touched. Logs go to ``<run_dir>/flwr-logs/``:
+superlink.log, supernode-<i>.log, flwr-run.log, run-config.toml, processes.json (what
+was started), supernodes.json (partition id -> pid), faults.json and timing.json.
 """
 
 from __future__ import annotations
@@ -25,6 +36,7 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -34,10 +46,10 @@ import urllib.error
 import urllib.request
 import uuid
 import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import tomli
 import tomli_w
@@ -48,14 +60,22 @@ from fedram_flwr.outputs import RunDirectory
 APP_DIR = APP_ROOT
 """The Flower app (``pyproject.toml`` with ``[tool.flwr.app]``): parent of the package."""
 
-CONNECTION = "fedram-simulation"
+Engine = Literal["simulation", "deployment"]
+ENGINES: tuple[Engine, ...] = ("simulation", "deployment")
 TOKEN_ENV = "FEDRAM_FLWR_RUN_TOKEN"
 """Every process this module starts (and their descendants) carries this variable."""
+
+DEPLOYMENT_LATENCY_ENV = {"FLWR_SUPEREXEC_TASK_POLL_INTERVAL": "0.2"}
+"""Flower 1.39's one latency knob of a deployment: the SuperExec processes of the
+SuperLink and SuperNodes look for new ServerApp / ClientApp tasks every 1 s by
+default. The SuperNode's Fleet poll (3 s) and the legacy Grid's reply poll (3 s) are
+fixed in Flower's code (``start_client_internal``, ``Grid.send_and_receive``)."""
 
 FLOWER_PROCESS_NAMES = (
     "bin/flwr ",
     "flower-superlink",
     "flower-superexec",
+    "flower-supernode",
     "flwr-simulation",
     "flwr-serverapp",
     "flwr-clientapp",
@@ -135,6 +155,22 @@ def flower_processes() -> dict[int, str]:
     return found
 
 
+def surviving_processes(run_dir: str | Path) -> dict[int, str]:
+    """Processes a finished ``flwr run`` started that are still alive (pid -> command):
+    the ones ``flwr-logs/processes.json`` records (same pid and start time) and any
+    carrying its token. Empty when the run cleaned up after itself."""
+    record = json.loads((Path(run_dir) / "flwr-logs" / "processes.json").read_text())
+    alive: dict[int, str] = {}
+    for p in record["processes"]:
+        info = read_proc(p["pid"])
+        if info is not None and info.start == p["start"] and info.state != "Z":
+            alive[info.pid] = info.cmd
+    for pid, info in process_table().items():
+        if info.state != "Z" and has_env(pid, TOKEN_ENV, record["token"]):
+            alive[pid] = info.cmd
+    return alive
+
+
 class ProcessTracker:
     """The processes one run started: roots given by pid, their descendants and every
     process carrying the run's token; ``stop`` signals exactly those."""
@@ -161,6 +197,11 @@ class ProcessTracker:
             children[info.ppid].append(info.pid)
         with self._lock:
             stack = [pid for pid, info in table.items() if self._ours(info)]
+            # A process read just after its exec (or as a zombie) shows "[comm]" instead of
+            # its command line: keep the full one once seen.
+            self.known.update(
+                {pid: table[pid] for pid in stack if not table[pid].cmd.startswith("[")}
+            )
             stack += [
                 pid
                 for pid in table
@@ -233,6 +274,77 @@ def free_port() -> int:
             return port
 
 
+@dataclass(frozen=True)
+class TlsFiles:
+    """PEM files of a TLS-secured SuperLink: the CA certificate that clients trust
+    (SuperNodes' ``--root-certificates``, the connection's ``root-certificates``), and
+    the SuperLink's own certificate and private key."""
+
+    ca: Path
+    cert: Path
+    key: Path
+
+
+def generate_tls_files(folder: Path, hosts: Iterable[str] = ("127.0.0.1", "localhost")) -> TlsFiles:
+    """A throwaway CA and a SuperLink certificate it signs, valid for ``hosts`` (IPs or
+    DNS names) for two days, written to ``folder`` (ca.crt, server.pem, server.key)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    def name(cn: str) -> x509.Name:
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+    def san(host: str) -> x509.GeneralName:
+        try:
+            return x509.IPAddress(ipaddress.ip_address(host))
+        except ValueError:
+            return x509.DNSName(host)
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+
+    def certificate(subject: str, public_key: Any) -> x509.CertificateBuilder:
+        return (
+            x509.CertificateBuilder()
+            .subject_name(name(subject))
+            .issuer_name(name("fedram test CA"))
+            .public_key(public_key)
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=2))
+        )
+
+    ca = (
+        certificate("fedram test CA", ca_key.public_key())
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    server = (
+        certificate("fedram superlink", key.public_key())
+        .add_extension(x509.SubjectAlternativeName([san(h) for h in hosts]), critical=False)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    files = TlsFiles(folder / "ca.crt", folder / "server.pem", folder / "server.key")
+    files.ca.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    files.cert.write_bytes(server.public_bytes(serialization.Encoding.PEM))
+    files.key.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    files.key.chmod(0o600)
+    return files
+
+
 def _executable(name: str) -> str:
     """Flower's console script beside this interpreter (the venv), else on PATH."""
     local = Path(sys.executable).parent / name
@@ -299,12 +411,16 @@ def stage_app(app_dir: Path, dest: Path) -> Path:
     return dest
 
 
-_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # no proxy
-
-
-def _wait_healthy(proc: subprocess.Popen, port: int, log: Path, deadline: float) -> None:
-    """Wait until the SuperLink answers ``/health`` (fails early if it exits)."""
-    url = f"http://127.0.0.1:{port}/health"
+def _wait_healthy(
+    proc: subprocess.Popen, port: int, log: Path, deadline: float, ca: Path | None = None
+) -> None:
+    """Wait until the SuperLink answers ``/health`` (over HTTPS trusting ``ca`` when
+    given; fails early if it exits)."""
+    handlers: list[urllib.request.BaseHandler] = [urllib.request.ProxyHandler({})]
+    if ca is not None:
+        handlers.append(urllib.request.HTTPSHandler(context=ssl.create_default_context(cafile=ca)))
+    direct = urllib.request.build_opener(*handlers)  # no proxy
+    url = f"{'https' if ca else 'http'}://127.0.0.1:{port}/health"
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise FlwrRunError(
@@ -312,7 +428,7 @@ def _wait_healthy(proc: subprocess.Popen, port: int, log: Path, deadline: float)
                 f"log {log}:\n{_tail(log)}"
             )
         try:
-            with _DIRECT.open(url, timeout=0.5) as res:
+            with direct.open(url, timeout=0.5) as res:
                 if res.status == 200:
                     return
         except (urllib.error.URLError, OSError):
@@ -341,12 +457,37 @@ def root_cause(lines: Iterable[str]) -> str | None:
 
 # ---------------------------------------------------------------------------- run
 class _FlwrRun:
-    """One ``flwr run``: its private FLWR_HOME, SuperLink, CLI process and logs."""
+    """One ``flwr run``: its private FLWR_HOME, SuperLink (and SuperNodes in the
+    Deployment Engine), CLI process and logs."""
 
-    def __init__(self, out: RunDirectory, num_supernodes: int, timeout: float) -> None:
+    def __init__(
+        self,
+        out: RunDirectory,
+        num_supernodes: int,
+        timeout: float,
+        *,
+        engine: Engine = "simulation",
+        tls: TlsFiles | None = None,
+        kill_after: Mapping[int, int] | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        if engine not in ENGINES:
+            raise ValueError(f"engine: unknown {engine!r}; allowed values: {', '.join(ENGINES)}")
+        if tls is not None and engine != "deployment":
+            raise ValueError("tls: only the deployment engine runs a secured SuperLink")
+        bad = sorted(set(kill_after or {}) - set(range(num_supernodes)))
+        if engine != "deployment" and kill_after or bad:
+            raise ValueError(
+                f"kill_after: partition ids {bad or sorted(kill_after or {})} are not "
+                f"SuperNodes of this run; allowed: 0..{num_supernodes - 1} (deployment only)"
+            )
         self.out = out
         self.num_supernodes = num_supernodes
         self.timeout = timeout
+        self.engine = engine
+        self.tls = tls
+        self.kill_after = dict(kill_after or {})
+        self.connection = f"fedram-{engine}"
         self.started = time.monotonic()
         self.deadline = self.started + timeout
         self.logs = out.path / "flwr-logs"
@@ -356,9 +497,12 @@ class _FlwrRun:
         self.home = Path(tempfile.mkdtemp(prefix="fedram-flwr-home-"))
         self.tail: collections.deque[str] = collections.deque(maxlen=_LOG_TAIL)
         self.superlink: subprocess.Popen | None = None
+        self.supernodes: dict[int, subprocess.Popen] = {}
+        self.fleet_port: int | None = None
+        self.faults: list[dict[str, Any]] = []
         self.flwr: subprocess.Popen | None = None
         self.relay: threading.Thread | None = None
-        self.timing: dict[str, float] = {}
+        self.timing: dict[str, Any] = {}
         self.env = dict(os.environ)
         self.env.update(
             FLWR_HOME=str(self.home),
@@ -369,6 +513,7 @@ class _FlwrRun:
             PATH=os.pathsep.join([str(Path(sys.executable).parent), self.env.get("PATH", "")]),
             **{TOKEN_ENV: self.tracker.token},
         )
+        self.env.update(env or {})
         self.env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         for key in ("no_proxy", "NO_PROXY"):  # the CLI talks HTTP to 127.0.0.1
             self.env[key] = ",".join(filter(None, [self.env.get(key), "127.0.0.1", "localhost"]))
@@ -388,63 +533,108 @@ class _FlwrRun:
             + _ANSI.sub("", _tail(self.superlink_log, 15))
         )
 
-    def start_superlink(self) -> int:
-        """Start ``flower-superlink --simulation`` on a free port; returns the port."""
-        with self.superlink_log.open("w") as log:
-            for attempt in range(3):  # a port can be taken between probe and bind
-                port = free_port()
-                self.superlink = subprocess.Popen(
-                    [
-                        _executable("flower-superlink"),
-                        "--simulation",
-                        "--insecure",
-                        "--disable-runtime-dependency-installation",
-                        "--host",
-                        "127.0.0.1",
-                        "--port",
-                        str(port),
-                    ],
-                    cwd=self.home,
-                    env=self.env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-                self.tracker.add_root(self.superlink.pid)
-                try:
-                    ready_by = min(self.deadline, time.monotonic() + 60)
-                    _wait_healthy(self.superlink, port, self.superlink_log, ready_by)
-                    break
-                except FlwrRunError:
-                    if self.superlink.poll() is None or attempt == 2:
-                        raise
-        self.mark("superlink-ready")
-        (self.home / "config.toml").write_text(
-            tomli_w.dumps(
-                {
-                    "superlink": {
-                        "default": CONNECTION,
-                        CONNECTION: {"address": f"127.0.0.1:{port}", "insecure": True},
-                    }
-                }
+    def _spawn(self, cmd: list[str], log: Path) -> subprocess.Popen:
+        """Start a tracked Flower process in a session of its own, output to ``log``."""
+        with log.open("w") as fh:
+            proc = subprocess.Popen(
+                cmd,
+                cwd=self.home,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
+        self.tracker.add_root(proc.pid)
+        return proc
+
+    def _security(self, *, server: bool) -> list[str]:
+        """TLS flags of the SuperLink (``server``) or of a SuperNode; else --insecure."""
+        if self.tls is None:
+            return ["--insecure"]
+        if server:
+            return [
+                f"--ssl-ca-certfile={self.tls.ca}",
+                f"--ssl-certfile={self.tls.cert}",
+                f"--ssl-keyfile={self.tls.key}",
+            ]
+        return [f"--root-certificates={self.tls.ca}"]
+
+    def start_superlink(self) -> None:
+        """Start ``flower-superlink`` (``--simulation``, or with a Fleet API for
+        SuperNodes) on free ports and write the connection to FLWR_HOME."""
+        for attempt in range(3):  # a port can be taken between probe and bind
+            port = free_port()
+            if self.engine == "simulation":
+                mode = ["--simulation"]
+            else:
+                self.fleet_port = free_port()
+                mode = ["--fleet-api-address", f"127.0.0.1:{self.fleet_port}"]
+            self.superlink = self._spawn(
+                [
+                    _executable("flower-superlink"),
+                    *mode,
+                    *self._security(server=True),
+                    "--disable-runtime-dependency-installation",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                ],
+                self.superlink_log,
+            )
+            try:
+                ready_by = min(self.deadline, time.monotonic() + 60)
+                ca = self.tls.ca if self.tls else None
+                _wait_healthy(self.superlink, port, self.superlink_log, ready_by, ca)
+                break
+            except FlwrRunError:
+                if self.superlink.poll() is None or attempt == 2:
+                    raise
+        self.mark("superlink-ready")
+        connection: dict[str, Any] = {"address": f"127.0.0.1:{port}"}
+        if self.tls is None:
+            connection["insecure"] = True
+        else:
+            connection["root-certificates"] = str(self.tls.ca)
+        (self.home / "config.toml").write_text(
+            tomli_w.dumps({"superlink": {"default": self.connection, self.connection: connection}})
         )
-        return port
+
+    def start_supernodes(self) -> None:
+        """Deployment: one ``flower-supernode`` per partition, each with its own
+        ClientAppIo port, connecting to the SuperLink's Fleet API."""
+        ports: set[int] = set()
+        for pid in range(self.num_supernodes):
+            while (port := free_port()) in ports:
+                pass
+            ports.add(port)
+            self.supernodes[pid] = self._spawn(
+                [
+                    _executable("flower-supernode"),
+                    *self._security(server=False),
+                    "--superlink",
+                    f"127.0.0.1:{self.fleet_port}",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--node-config",
+                    f"partition-id={pid} num-partitions={self.num_supernodes}",
+                ],
+                self.logs / f"supernode-{pid}.log",
+            )
+        (self.logs / "supernodes.json").write_text(
+            json.dumps({str(k): p.pid for k, p in self.supernodes.items()}, indent=2)
+        )
+        self.mark("supernodes-started")
 
     def run(self, app: Path, run_config: Path) -> None:
         """``flwr run . <connection> --stream`` in ``app``; returns when the run is over."""
-        cmd = [
-            _executable("flwr"),
-            "run",
-            ".",
-            CONNECTION,
-            "--run-config",
-            str(run_config),
-            "--federation-config",
-            f"num-supernodes={self.num_supernodes}",
-            "--stream",
-        ]
+        cmd = [_executable("flwr"), "run", ".", self.connection, "--run-config", str(run_config)]
+        if self.engine == "simulation":
+            cmd += ["--federation-config", f"num-supernodes={self.num_supernodes}"]
+        cmd.append("--stream")
         self.flwr_log.write_text(f"# cd {app} && FLWR_HOME={self.home} {' '.join(cmd)}\n")
         self.flwr = subprocess.Popen(
             cmd,
@@ -464,11 +654,12 @@ class _FlwrRun:
             if time.monotonic() > self.deadline:
                 raise self.error(f"flwr run timed out after {self.timeout:.0f} s")
             self.tracker.scan()
-            rows = len(self.out.read_metrics())
-            if rows >= 1:
+            rows = self.out.read_metrics()
+            if len(rows) >= 1:
                 self.mark("server-started")  # round 0 (initial evaluation) recorded
-            if rows >= 2:
+            if len(rows) >= 2:
                 self.mark("first-round")
+            self._inject_faults(rows[-1]["round"] if rows else -1)
             time.sleep(0.5)
         self.relay.join(timeout=10)
         self.mark("flwr-exit")
@@ -480,6 +671,29 @@ class _FlwrRun:
             time.sleep(0.2)
         if self.out.status() != "complete":
             raise self.error(f"the Flower run failed (run directory status '{self.out.status()}')")
+
+    def _inject_faults(self, last_round: int) -> None:
+        """SIGKILL the process group of each SuperNode whose round has been recorded
+        (the SuperNode and the processes it started die at once, like a device)."""
+        for partition, after in sorted(self.kill_after.items()):
+            proc = self.supernodes.get(partition)
+            if proc is None or last_round < after or proc.poll() is not None:
+                continue
+            for kill in (os.killpg, os.kill):
+                with contextlib.suppress(OSError):
+                    kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=5)
+            del self.kill_after[partition]
+            elapsed = round(time.monotonic() - self.started, 3)
+            self.faults.append(
+                {"partition": partition, "pid": proc.pid, "after-round": after, "at": elapsed}
+            )
+            (self.logs / "faults.json").write_text(json.dumps(self.faults, indent=2))
+            print(
+                f"fedram: killed SuperNode {partition} (pid {proc.pid}) after round {after}",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def _relay(self) -> None:
         """Copy ``flwr run`` output to our stdout and its log, keeping the last lines."""
@@ -499,7 +713,7 @@ class _FlwrRun:
         if self.flwr is not None and self.flwr.poll() is None:
             self.flwr.terminate()
         leftovers = self.tracker.stop()
-        for proc in (self.flwr, self.superlink):
+        for proc in (self.flwr, self.superlink, *self.supernodes.values()):
             if proc is not None:
                 try:
                     proc.wait(timeout=5)  # reap our direct children
@@ -571,8 +785,13 @@ def run_with_flwr(
     overrides: str = "",
     timeout: float = 900,
     stage: bool = True,
+    engine: Engine = "simulation",
+    tls: TlsFiles | None = None,
+    kill_after: Mapping[int, int] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> RunDirectory:
-    """Run (scenario, seed) on Flower's Simulation Engine with ``flwr run .``.
+    """Run (scenario, seed) on Flower's Simulation or Deployment Engine (``engine``)
+    with ``flwr run .``; one SuperNode per client (``data.num_clients``).
 
     ``scenario_path``: absolute, relative to the working directory, or relative to
     the app; ``overrides`` as in the run config (``"rounds=6,eval_every=3"``).
@@ -581,7 +800,10 @@ def run_with_flwr(
     the status set to ``failed``. Every process started here is stopped before
     returning or raising. ``stage``: run ``flwr run .`` in a copy of the app's FAB
     files (:func:`stage_app`: the same FAB, 8 s faster) rather than in the project
-    root itself.
+    root itself. Deployment only: ``tls`` secures the SuperLink's APIs;
+    ``kill_after`` {partition id: round} SIGKILLs that SuperNode once the round is
+    recorded. ``env``: extra environment of every process started (e.g.
+    :data:`DEPLOYMENT_LATENCY_ENV`).
     """
     t0 = time.monotonic()
     _check_app(APP_DIR)
@@ -608,11 +830,22 @@ def run_with_flwr(
             }
         )
     )
-    run = _FlwrRun(out, scenario.data.num_clients, timeout - (time.monotonic() - t0))
+    run = _FlwrRun(
+        out,
+        scenario.data.num_clients,
+        timeout - (time.monotonic() - t0),
+        engine=engine,
+        tls=tls,
+        kill_after=kill_after,
+        env=env,
+    )
+    run.timing["engine"] = engine
     error: BaseException | None = None
     try:
         with _signals_raise(signal.SIGTERM, signal.SIGHUP):
             run.start_superlink()
+            if engine == "deployment":
+                run.start_supernodes()
             run.run(stage_app(APP_DIR, run.home / "app") if stage else APP_DIR, run_config)
     except BaseException as err:
         error = err

@@ -28,7 +28,12 @@ from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import Strategy
 
-from fedram_flwr.availability import PARTITION_ID, OracleClientManager, write_trace
+from fedram_flwr.availability import (
+    PARTITION_ID,
+    ConnectedClientManager,
+    OracleClientManager,
+    write_trace,
+)
 
 WEIGHTS_FILE = "weights.npy"
 
@@ -192,10 +197,13 @@ class RecordingStrategy(Strategy):
     def configure_fit(
         self, server_round: int, parameters: Parameters, client_manager: ClientManager
     ):
-        """The wrapped strategy's instructions; records the oracle's draw as ``active``."""
+        """The wrapped strategy's instructions; records the oracle's draw as ``active``
+        and, for physical availability, the partitions it saw up as ``connected``."""
         instructions = self.strategy.configure_fit(server_round, parameters, client_manager)
         if isinstance(client_manager, OracleClientManager):
             self._row["active"] = list(client_manager.last_active)
+            if isinstance(client_manager, ConnectedClientManager):
+                self._row["connected"] = client_manager.connected_partitions()
             self._num_clients = client_manager.num_clients
         return instructions
 
@@ -211,6 +219,8 @@ class RecordingStrategy(Strategy):
             {
                 "relayed": relayed,
                 "failures": len(failures),
+                # drawn but no update aggregated: error, timeout or lost connection
+                "failed": sorted(set(self._row.get("active", [])) - set(relayed)),
                 **{f"fit-{k}": v for k, v in metrics.items()},
             }
         )

@@ -300,6 +300,43 @@ class TraceParams:
         return TraceClientManager(matrix, seed, wrap=self.past_end == "wrap")
 
 
+@dataclass(frozen=True)
+class ConnectedParams:
+    """Physical availability (Deployment Engine): every connected client that has not
+    failed, or ``clients_per_round`` of them drawn uniformly; round 1 waits for
+    ``min_clients`` connections (default: all); a reply later than ``round_timeout`` s
+    is a failure (null: no timeout); a failed client is left out for ``retry_after``
+    rounds (null: until it reconnects)."""
+
+    clients_per_round: int | None = None
+    min_clients: int | None = None
+    round_timeout: float | None = 30.0
+    retry_after: int | None = None
+
+    def check(self, scenario: Scenario) -> None:
+        k = scenario.data.num_clients
+        if self.clients_per_round is not None:
+            check_range("availability.params.clients_per_round", self.clients_per_round, 1, k)
+        if self.min_clients is not None:
+            check_range("availability.params.min_clients", self.min_clients, 1, k)
+        if self.round_timeout is not None:
+            check_range("availability.params.round_timeout", self.round_timeout, 0.1, None)
+        if self.retry_after is not None:
+            check_range("availability.params.retry_after", self.retry_after, 1, None)
+
+    def manager(self, scenario: Scenario, seed: int) -> OracleClientManager:
+        from fedram_flwr.availability import ConnectedClientManager
+
+        return ConnectedClientManager(
+            scenario.data.num_clients,
+            seed,
+            clients_per_round=self.clients_per_round,
+            min_clients=self.min_clients,
+            round_timeout=self.round_timeout,
+            retry_after=self.retry_after,
+        )
+
+
 def build_oracle(scenario: Scenario, seed: int) -> OracleClientManager:
     return oracle_params(scenario).manager(scenario, seed)
 
@@ -332,6 +369,7 @@ ORACLES: dict[str, OracleSpec] = {
             ("clustered", ClusteredParams),
             ("cyclic", CyclicParams),
             ("trace", TraceParams),
+            ("connected", ConnectedParams),
         )
     },
 }

@@ -25,10 +25,11 @@ def server_fn(context: Context) -> ServerAppComponents:
     out.start(scenario.to_dict(), seed, engine="flwr")
     print(f"fedram: writing results to {out.path}", flush=True)
     exp = Experiment(scenario, seed)
+    manager = exp.client_manager()
     return ServerAppComponents(
         strategy=recording_strategy(exp, out, f"[{scenario.name} seed {seed}]"),
-        config=ServerConfig(num_rounds=scenario.rounds),
-        client_manager=exp.client_manager(),
+        config=ServerConfig(num_rounds=scenario.rounds, round_timeout=manager.round_timeout),
+        client_manager=manager,
     )
 
 

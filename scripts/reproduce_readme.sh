@@ -56,3 +56,9 @@ for a in fedar mifa fedvarp; do
 done
 OMP_NUM_THREADS=1 .venv/bin/python bench/update_memory.py --clients 100 1000 \
   --models lenet5 logreg >docs/results/fedar/update_memory.jsonl
+# Deployment Engine (issue 6): wall time per round in the three engines (Deployment with
+# Flower's defaults, with the SuperExec poll lowered, and with TLS; ~25 min on 2 busy
+# cores), then the SuperNode fault run (SuperNode 2 SIGKILLed after round 3; ~10 min).
+OMP_NUM_THREADS=1 .venv/bin/python bench/engines.py --rounds 6 --out docs/results/engines
+OMP_NUM_THREADS=1 .venv/bin/python bench/deployment_fault.py --partition 2 --after 3 \
+  --out docs/results/engines

@@ -77,7 +77,9 @@ def test_weights_are_recorded_per_round_for_the_participants(ca_fed_run) -> None
         assert np.count_nonzero(weights[t - 1]) == n
     # rows stay compact: no per-client weight lists in metrics.jsonl
     assert not any(
-        isinstance(v, list) and k not in ("active", "relayed") for r in rows for k, v in r.items()
+        isinstance(v, list) and k not in ("active", "relayed", "failed")
+        for r in rows
+        for k, v in r.items()
     )
 
 

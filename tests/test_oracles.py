@@ -12,16 +12,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 from flwr.client import NumPyClient
-from flwr.common import Context, GetPropertiesIns
+from flwr.common import Context, FitIns, GetPropertiesIns, Parameters
 
 from fedram_flwr.availability import (
     PARTITION_ID,
     AvailabilityError,
+    ConnectedClientManager,
     CyclicClientManager,
     MarkovClientManager,
     TraceClientManager,
     ca_fed_cluster_law,
     ca_fed_markov_law,
+    connected_sample,
     evenly_spread_phases,
     label_permutation,
     markov_lambda_min,
@@ -317,6 +319,9 @@ BAD_PARAMS = [
     ("cyclic", {"period": 4, "window": 5}, r"availability\.params\.window: 5 is outside"),
     ("cyclic", {"window": 2, "phase": [0, 1]}, r"availability\.params\.phase: has 2 entries"),
     ("cyclic", {"period": 4, "window": 2, "phase": [0, 1, 4]}, r"params\.phase\[2\]: 4 is"),
+    ("connected", {"clients_per_round": 4}, r"params\.clients_per_round: 4 is outside"),
+    ("connected", {"round_timeout": 0}, r"availability\.params\.round_timeout: 0\.0 is outside"),
+    ("connected", {"retry_after": 0}, r"availability\.params\.retry_after: 0 is outside"),
 ]
 
 
@@ -361,3 +366,76 @@ def test_trace_errors_name_missing_file_and_bad_past_end(tmp_path, scenario_dict
     assert build_oracle(s, 0).draw(6) == [0, 2]
     with pytest.raises(ScenarioError, match=r"availability\.params\.path: required key"):
         scenario_with(scenario_dict, "trace", {})
+
+
+# -------------------------------------------------------- physical availability
+class DeadProxy(InProcessClientProxy):
+    """A client whose node is gone: every instruction times out."""
+
+    def fit(self, ins, timeout, group_id):
+        raise TimeoutError(f"no reply within {timeout} s")
+
+
+def connected_oracle(**kwargs) -> ConnectedClientManager:
+    oracle = ConnectedClientManager(3, seed=0, wait_timeout=5, **kwargs)
+    for pid in range(3):
+        cls = DeadProxy if pid == 2 else InProcessClientProxy
+        oracle.register(cls(f"node{pid}", client_fn, node_context(pid, 3, {})))
+    return oracle
+
+
+def fit_all(proxies) -> list[int]:
+    """Partition ids of the relayed proxies whose fit succeeded."""
+    ok = []
+    for proxy in proxies:
+        try:
+            proxy.fit(FitIns(parameters=Parameters([], ""), config={}), 1.0, None)
+        except TimeoutError:
+            continue
+        ok.append(partition_of(proxy))
+    return sorted(ok)
+
+
+def test_connected_oracle_leaves_out_failed_clients_until_they_reconnect() -> None:
+    oracle = connected_oracle(round_timeout=1.0)
+    assert oracle.round_timeout == 1.0
+    first = oracle.sample(num_clients=1)  # the number asked for is ignored
+    assert oracle.last_active == [0, 1, 2]
+    assert fit_all(first) == [0, 1]  # node 2 timed out: recorded by the oracle
+    assert oracle.failed == {"node2": 1}
+    for _ in range(3):
+        assert sorted(partition_of(p) for p in oracle.sample(1)) == [0, 1]
+        assert oracle.connected_partitions() == [0, 1]
+    # Partition 2 reconnects (a restarted SuperNode: a new node id) and is relayed again.
+    oracle.register(InProcessClientProxy("node2-restarted", client_fn, node_context(2, 3, {})))
+    assert fit_all(oracle.sample(1)) == [0, 1, 2]
+    # A node that leaves (Flower unregisters it) is not waited for.
+    oracle.unregister(first[0])
+    assert oracle.sample(1) and oracle.last_active == [1, 2]
+
+
+def test_connected_oracle_asks_a_failed_client_again_after_retry_after_rounds() -> None:
+    oracle = connected_oracle(retry_after=2)
+    assert fit_all(oracle.sample(1)) == [0, 1]
+    assert [oracle.sample(1) and oracle.last_active for _ in range(2)] == [[0, 1]] * 2
+    assert fit_all(oracle.sample(1)) == [0, 1]  # round 4: asked again, fails again
+    assert oracle.last_active == [0, 1, 2] and oracle.failed == {"node2": 4}
+
+
+def test_connected_oracle_samples_uniformly_among_connected() -> None:
+    draws = np.array([connected_sample([0, 2, 5, 7], 2, 3, r) for r in range(1, 2001)])
+    assert all(len(set(d)) == 2 for d in draws)
+    freq = np.array([(draws == k).any(axis=1).mean() for k in (0, 2, 5, 7)])
+    np.testing.assert_allclose(freq, 0.5, atol=5 * np.sqrt(0.25 / 2000))
+    assert connected_sample([4, 1], 2, 3, 1) == [1, 4]
+    assert connected_sample([4, 1], None, 3, 1) == [1, 4]
+    assert draws.tolist() == [connected_sample([0, 2, 5, 7], 2, 3, r) for r in range(1, 2001)]
+
+
+def test_connected_in_process_run_trains_everybody(tiny_scenario: Scenario, tmp_path) -> None:
+    s = tiny_scenario.with_overrides(
+        {"availability.oracle": "connected", "availability.params": {}, "rounds": 2}
+    )
+    rows = run_in_process(s, 0, tmp_path).read_metrics()
+    assert [r["relayed"] for r in rows if r["round"]] == [[0, 1, 2]] * 2
+    assert [r["failed"] for r in rows if r["round"]] == [[]] * 2
