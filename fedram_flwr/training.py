@@ -32,13 +32,13 @@ def local_sgd(
     ``batch_weight(f_b)`` scales the gradient of each mini-batch (the CVaR client uses
     it for d G_i / d f_b, eq. 6); ``None`` is plain SGD. ``grad_offset`` (one tensor per
     parameter) is added to every gradient before the step (SCAFFOLD's c - c_i);
-    ``weight_decay`` is SGD's. Batches are drawn from ``rng`` only, so a client's update
+    ``weight_decay`` is SGD's. The step is ``sgd_step`` (torch.optim.SGD's arithmetic
+    without importing torch.optim). Batches are drawn from ``rng`` only, so a client's update
     is a pure function of its inputs. Returns the mean mini-batch loss of the last
     epoch (of all ``steps`` steps).
     """
     xt, yt = torch.from_numpy(x), torch.from_numpy(y)
     params = list(model.parameters())
-    opt = torch.optim.SGD(params, lr=lr, weight_decay=weight_decay)
     model.train()
     per_epoch = math.ceil(len(y) / batch_size)
     passes = epochs if steps is None else math.ceil(steps / per_epoch)
@@ -52,13 +52,25 @@ def local_sgd(
         loss = F.cross_entropy(model(xt[idx]), yt[idx])
         value = loss.item()
         losses.append(value)
-        opt.zero_grad(set_to_none=True)
+        for p in params:
+            p.grad = None
         (loss if batch_weight is None else loss * batch_weight(value)).backward()
         if grad_offset is not None:
             for p, offset in zip(params, grad_offset, strict=True):
                 p.grad.add_(offset)
-        opt.step()
+        sgd_step(params, lr, weight_decay)
     return float(np.mean(losses[-(steps or per_epoch) :]))
+
+
+@torch.no_grad()
+def sgd_step(params: Sequence[torch.Tensor], lr: float, weight_decay: float) -> None:
+    """p <- p - lr (grad + weight_decay p): torch.optim.SGD's single-tensor update, op for
+    op (bit-identical), written out because importing torch.optim pulls in torch._dynamo,
+    ~4 s of start-up in every fresh process (the Deployment Engine starts one per message).
+    """
+    for p in params:
+        grad = p.grad if weight_decay == 0 else p.grad.add(p, alpha=weight_decay)
+        p.add_(grad, alpha=-lr)
 
 
 def num_local_steps(num_examples: int, batch_size: int, epochs: int, steps: int | None) -> int:

@@ -8,7 +8,7 @@ import torch
 from torch.nn import functional as F
 
 from fedram_flwr.models import build_model, get_weights
-from fedram_flwr.training import local_sgd, num_local_steps
+from fedram_flwr.training import local_sgd, num_local_steps, sgd_step
 
 
 def problem(n: int = 10):
@@ -58,3 +58,19 @@ def test_weight_decay_and_gradient_offset_in_one_full_batch_step() -> None:
     lr = 0.1
     np.testing.assert_allclose(got[0], theta[0] - lr * (g_w + 0.3 + 0.01 * theta[0]), atol=1e-6)
     np.testing.assert_allclose(got[1], theta[1] - lr * (g_b + 0.3 + 0.01 * theta[1]), atol=1e-6)
+
+
+def test_sgd_step_is_torch_optim_sgd_bit_for_bit() -> None:
+    for weight_decay in (0.0, 1e-3):
+        ours, ref = build_model("mlp", (20,), 5, 0), build_model("mlp", (20,), 5, 0)
+        opt = torch.optim.SGD(ref.parameters(), lr=0.05, weight_decay=weight_decay)
+        gen = torch.Generator().manual_seed(1)
+        x, y = torch.randn(16, 20, generator=gen), torch.randint(0, 5, (16,), generator=gen)
+        for _ in range(3):
+            for model in (ours, ref):
+                model.zero_grad(set_to_none=True)
+                F.cross_entropy(model(x), y).backward()
+            sgd_step(list(ours.parameters()), 0.05, weight_decay)
+            opt.step()
+        for a, b in zip(get_weights(ours), get_weights(ref), strict=True):
+            assert np.array_equal(a, b)
