@@ -5,7 +5,6 @@ the Strategy in-process on a tiny LEAF Synthetic scenario, whose step is eq. 3."
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import numpy as np
@@ -222,8 +221,10 @@ def test_leaf_synthetic_and_dirichlet_partition() -> None:
     assert min(p.size for p in parts) > 0
 
 
-def test_data_config_for_synthetic_and_dirichlet(scenario_dict: dict[str, Any]) -> None:
-    raw = copy.deepcopy(TINY_SYNTHETIC)
+def test_data_config_for_synthetic_and_dirichlet(
+    scenario_dict: dict[str, Any], ca_fed_dict
+) -> None:
+    raw = ca_fed_dict()
     exp = Experiment(scenario_from_dict(raw), 0)
     assert len(exp.data.client_y) == 6 and exp.data.input_shape == (5,)
     assert exp.data.test_y.size > 0 and exp.data.rare_classes == ()
@@ -239,35 +240,19 @@ def test_data_config_for_synthetic_and_dirichlet(scenario_dict: dict[str, Any]) 
 
 
 # ----------------------------------------------------- client and strategy
-TINY_SYNTHETIC: dict[str, Any] = {
-    "name": "tiny-ca-fed",
-    "rounds": 3,
-    "eval_every": 3,
-    "seeds": [0],
-    "data": {
-        "dataset": "synthetic",
-        "num_clients": 6,
-        "num_classes": 3,
-        "synthetic_dim": 5,
-        "frequent_fraction": 1.0,
-    },
-    "availability": {
-        "oracle": "markov",
-        "params": {"pi": [0.9, 0.9, 0.5, 0.5, 0.2, 0.2], "lam": [0.0, 0.8, 0.0, 0.8, 0.0, 0.8]},
-    },
-    "algorithm": {"name": "ca-fed", "params": {"kappa2": 1e-3, "server_lr": 0.5}},
-    "training": {"lr": 0.1, "local_steps": 2, "batch_size": 16, "weight_decay": 0.01},
-    "model": {"name": "logreg"},
-}
+@pytest.fixture
+def tiny(ca_fed_dict):
+    """The tiny CA-Fed scenario of conftest.py, ``algorithm`` replacing its algorithm."""
+
+    def build(**algorithm: Any):
+        raw = ca_fed_dict()
+        raw["algorithm"].update(algorithm)
+        return scenario_from_dict(raw)
+
+    return build
 
 
-def tiny(**algorithm: Any):
-    raw = copy.deepcopy(TINY_SYNTHETIC)
-    raw["algorithm"].update(algorithm)
-    return scenario_from_dict(raw)
-
-
-def test_ca_fed_client_reports_the_first_batch_loss_and_trains_like_erm() -> None:
+def test_ca_fed_client_reports_the_first_batch_loss_and_trains_like_erm(tiny) -> None:
     exp = Experiment(tiny(), 0)
     theta = get_weights(exp.new_model())
     config = {"server-round": 2}
@@ -297,7 +282,7 @@ def test_ca_fed_client_reports_the_first_batch_loss_and_trains_like_erm() -> Non
     assert metrics[RECEIVED_LOSS] == pytest.approx(expected, rel=1e-6)
 
 
-def test_ca_fed_client_reports_its_local_optimum_once() -> None:
+def test_ca_fed_client_reports_its_local_optimum_once(tiny) -> None:
     exp = Experiment(tiny(), 0)
     theta = get_weights(exp.new_model())
     x, y = exp.data.client_x[3], exp.data.client_y[3]
@@ -333,7 +318,7 @@ def drive_round(strategy: CAFed, manager, server_round: int, params):
     return strategy.aggregate_fit(server_round, results, [])
 
 
-def test_strategy_step_is_eq3_by_hand() -> None:
+def test_strategy_step_is_eq3_by_hand(tiny) -> None:
     exp = Experiment(tiny(), 0)
     strategy = exp.strategy()
     assert isinstance(strategy, CAFed)
@@ -390,7 +375,7 @@ def test_strategy_step_is_eq3_by_hand() -> None:
         {"name": "f3ast", "params": {"clients_per_round": 2}},
     ],
 )
-def test_family_runs_in_process(tmp_path, algorithm: dict[str, Any]) -> None:
+def test_family_runs_in_process(tmp_path, tiny, algorithm: dict[str, Any]) -> None:
     scenario = tiny(**algorithm)
     out = run_in_process(scenario, 0, tmp_path)
     assert out.status() == "complete"
@@ -403,8 +388,8 @@ def test_family_runs_in_process(tmp_path, algorithm: dict[str, Any]) -> None:
         assert all(r["fit-participants"] == sum(k < 4 for k in r["relayed"]) for r in rows)
 
 
-def test_oracle_informed_ca_fed_needs_a_markov_oracle() -> None:
-    raw = copy.deepcopy(TINY_SYNTHETIC)
+def test_oracle_informed_ca_fed_needs_a_markov_oracle(ca_fed_dict) -> None:
+    raw = ca_fed_dict()
     raw["availability"] = {"oracle": "cyclic", "params": {"period": 4, "window": 2}}
     raw["algorithm"]["params"]["availability"] = "oracle"
     with pytest.raises(ScenarioError, match="algorithm.params.availability"):
