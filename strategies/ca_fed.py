@@ -140,7 +140,11 @@ class LossEstimates:
     the noise above that minimum (> 0), while a client that reports rarely sees the loss
     only fall between its reports (the model improves), so its gap stays near 0. Eq. 18
     then ranks the *more* available clients as the ones slowing convergence.
-    Clients that never reported keep F_hat* = F_hat (gap 0) in both modes.
+
+    Clients that have not reported yet hold the means of the first round's reports, as
+    F_hat (Alg. 1 line 1, as in the authors' code) and, with ``floors``, as F_hat* too.
+    (With F_hat* = F_hat their gap would be 0, and ``get`` would keep them and exclude
+    the clients that have reported; the running minimum has that flaw.)
     """
 
     f_hat: np.ndarray
@@ -150,10 +154,12 @@ class LossEstimates:
     def start(
         cls, active: np.ndarray, losses: np.ndarray, floors: np.ndarray | None = None
     ) -> LossEstimates:
-        """Alg. 1 line 1 and the first reports: the active clients' losses, and for the
-        others the mean of those (they have reported nothing yet)."""
+        """Alg. 1 line 1 and the first reports: the active clients' losses (and floors),
+        and for the others the means of those (they have reported nothing yet)."""
         f_hat = np.where(active, losses, np.mean(losses[active]))
-        return cls(f_hat, f_hat.copy()).observe_floors(active, floors)
+        if floors is None:
+            return cls(f_hat, f_hat.copy())
+        return cls(f_hat, np.where(active, floors, np.mean(floors[active])))
 
     def observe(
         self,
@@ -167,12 +173,7 @@ class LossEstimates:
         f_hat = filter_losses(self.f_hat, active, losses, beta)
         if floors is None:
             return LossEstimates(f_hat, np.minimum(self.f_star, f_hat))
-        return LossEstimates(f_hat, self.f_star).observe_floors(active, floors)
-
-    def observe_floors(self, active: np.ndarray, floors: np.ndarray | None) -> LossEstimates:
-        if floors is None:
-            return self
-        return LossEstimates(self.f_hat, np.where(active, floors, self.f_star))
+        return LossEstimates(f_hat, np.where(active, floors, self.f_star))
 
     @property
     def gap(self) -> np.ndarray:
