@@ -6,6 +6,7 @@ benchmark scripts (Fig. 4a estimator errors, selection time) on tiny inputs."""
 from __future__ import annotations
 
 import importlib.util
+import shutil
 import sys
 from pathlib import Path
 
@@ -85,6 +86,17 @@ def test_run_and_report_plots(ca_fed_run) -> None:
     report = write_report(root).read_text()
     assert (root / "group_weights.png").is_file()
     assert "Time-averaged" in report and "Fig. 1d" in report
+
+
+def test_report_pivots_only_a_full_grid_of_two_keys(ca_fed_run, tmp_path) -> None:
+    _, out = ca_fed_run
+    labels = ["name=a_kappa2=1", "name=a_kappa2=2", "name=b_kappa2=1", "name=b_kappa2=2"]
+    for label in labels:  # a grid of two swept keys: the paper's layout is added
+        shutil.copytree(out.path, tmp_path / "grid" / label / "seed0")
+    assert "Paper layout" in write_report(tmp_path / "grid").read_text()
+    for label in ("name=a", "name=b", "loss_floor=x"):  # two keys, but mixed labels
+        shutil.copytree(out.path, tmp_path / "mixed" / label / "seed0")
+    assert "Paper layout" not in write_report(tmp_path / "mixed").read_text()
 
 
 def test_groups_and_cumulative_weights() -> None:
