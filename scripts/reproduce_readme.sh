@@ -34,7 +34,8 @@ cp "$cs/report.md" "$cs"/*.png docs/results/ca_fed_synthetic/
 for f in inclusion group_weights estimator_errors accuracy; do
   cp "$cs/name=ca-fed/seed0/$f.png" "docs/results/ca_fed_synthetic/ca_fed_seed0_$f.png"
 done
-.venv/bin/fedram run scenarios/ca_fed_kappa_sweep.yaml --out "$OUT" --set rounds=200 --seeds 0
+.venv/bin/fedram run scenarios/ca_fed_kappa_sweep.yaml --out "$OUT" --set rounds=200 \
+  --set eval_every=5 --seeds 0
 .venv/bin/fedram run scenarios/ca_fed_spatial_synthetic.yaml --out "$OUT" --seeds 0
 for s in ca_fed_synthetic_server_lr ca_fed_kappa_sweep ca_fed_spatial_synthetic; do
   mkdir -p "docs/results/$s"
