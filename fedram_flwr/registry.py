@@ -464,12 +464,14 @@ MARKOV_ORACLES = ("markov", "clustered", "bernoulli")
 
 @dataclass(frozen=True)
 class CAFedParams(AvailabilityAwareParams):
-    """CA-Fed (Alg. 1): kappa_bar^2 (Sec. IV-C), beta (eq. 17), tau (line 19); in
-    oracle-informed mode it also receives each client's true lambda_k."""
+    """CA-Fed (Alg. 1): kappa_bar^2 (Sec. IV-C), beta (eq. 17), tau (line 19), how F_k*
+    is estimated (``loss_floor``, see strategies/ca_fed.py); in oracle-informed mode it
+    also receives each client's true lambda_k."""
 
     kappa2: float = 1.0
     beta: float = 1.0
     tau: float = 0.0
+    loss_floor: Literal["running-min", "local-optimum"] = "running-min"
 
     def check(self, scenario: Scenario) -> None:
         super().check(scenario)
@@ -485,7 +487,7 @@ class CAFedParams(AvailabilityAwareParams):
 
     def strategy_kwargs(self, exp: Any) -> dict[str, Any]:
         kwargs = super().strategy_kwargs(exp)
-        kwargs.update(kappa2=self.kappa2, beta=self.beta, tau=self.tau)
+        kwargs.update(kappa2=self.kappa2, beta=self.beta, tau=self.tau, loss_floor=self.loss_floor)
         if self.availability == "oracle":
             kwargs["known_lam"] = exp.client_manager().lam
         return kwargs

@@ -518,12 +518,13 @@ def write_report(root: Path) -> Path:
     root = Path(root)
     runs, _ = collect(root)
     swept = sorted({k for v in runs for k in parse_label(v)})
+    grid = len(swept) == 2 and all(len(parse_label(v)) == 2 for v in runs)  # not mixed labels
     text = [f"# Results under {root}\n"]
     for stat, title in STATS.items():
         if stat in OPTIONAL_STATS and not collect(root, stat)[0]:
             continue
         text += [f"\n## {title}\n", markdown_table(root, stat)]
-        if len(swept) == 2 and len(runs) > 2:
+        if grid and len(runs) > 2:
             text += ["\nPaper layout:\n", pivot_table(root, swept[1], swept[0], stat)]
     labels = {split_label(v)[1] for v in runs}
     if "fedar" in labels and len(labels) > 1:

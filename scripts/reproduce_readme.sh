@@ -20,15 +20,29 @@ cp "$t1/alpha=0.1/seed0/relays.png" docs/results/table1_scaled/seed0_relays.png
   --out docs/results/bench
 .venv/bin/python bench/engine_overhead.py --scenario scenarios/fig2a_gaussian_3users.yaml \
   --rounds 100 --local-epochs 1 --repeats 2 --flwr --out docs/results/bench_light
-# CA-Fed (issue 3): Synthetic scenario (5 algorithms x 3 seeds, ~25 min on 2 busy cores),
-# Fig. 4a estimator errors and the selection benchmark (pure numpy, seconds).
+# CA-Fed (issue 3): Synthetic scenario (5 algorithms + 2 CA-Fed variants x 3 seeds, which
+# join one folder and report; 1-4 min a run on 2 busy cores), the kappa_bar^2 sweep and
+# the spatial (clustered) scenario scaled to seed 0 (the sweep also to T=200), Fig. 4a
+# estimator errors and the selection benchmark (pure numpy, seconds).
 cs="$OUT/ca_fed_synthetic"
-.venv/bin/fedram run scenarios/ca_fed_synthetic.yaml --out "$OUT"
+for s in ca_fed_synthetic ca_fed_synthetic_local_optimum ca_fed_synthetic_estimated \
+  ca_fed_synthetic_server_lr; do
+  .venv/bin/fedram run "scenarios/$s.yaml" --out "$OUT"
+done
 mkdir -p docs/results/ca_fed_synthetic
 cp "$cs/report.md" "$cs"/*.png docs/results/ca_fed_synthetic/
 for f in inclusion group_weights estimator_errors accuracy; do
   cp "$cs/name=ca-fed/seed0/$f.png" "docs/results/ca_fed_synthetic/ca_fed_seed0_$f.png"
 done
+.venv/bin/fedram run scenarios/ca_fed_kappa_sweep.yaml --out "$OUT" --set rounds=200 \
+  --set eval_every=5 --seeds 0
+.venv/bin/fedram run scenarios/ca_fed_spatial_synthetic.yaml --out "$OUT" --seeds 0
+for s in ca_fed_synthetic_server_lr ca_fed_kappa_sweep ca_fed_spatial_synthetic; do
+  mkdir -p "docs/results/$s"
+  cp "$OUT/$s/report.md" "$OUT/$s"/*.png "docs/results/$s/"
+done
+cp "$OUT/ca_fed_spatial_synthetic/name=ca-fed/seed0/inclusion.png" \
+  docs/results/ca_fed_spatial_synthetic/ca_fed_seed0_inclusion.png
 .venv/bin/python bench/ca_fed_estimators.py --obs 100 1000 10000 --seeds 10 \
   --out docs/results/ca_fed_estimators
 .venv/bin/python bench/ca_fed_selection.py --clients 100 10000 100000 --repeats 20 \

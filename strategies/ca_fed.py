@@ -40,6 +40,9 @@ from numpy.typing import ArrayLike
 from fedram_flwr.availability import PARTITION_ID
 
 RECEIVED_LOSS = "received-loss"  # fit metric: F_k^(t), the loss at the received model
+LOCAL_OPTIMUM = "local-optimum-loss"  # fit metric: F_k*, the client's minimum local loss
+REPORT_LOCAL_OPTIMUM = "report-local-optimum"  # fit config: ask for LOCAL_OPTIMUM
+LOSS_FLOORS = ("running-min", "local-optimum")  # how CA-Fed estimates F_k*
 
 
 # ------------------------------------------------------------------ estimators
@@ -126,26 +129,55 @@ def filter_losses(
 
 @dataclass(frozen=True, eq=False)
 class LossEstimates:
-    """The server's F_hat^(t) (eq. 17) and F_hat*_k = min_{1 <= s <= t} F_hat_k^(s)
-    (Sec. IV-B); one value, replaced every round by :meth:`observe`."""
+    """The server's F_hat^(t) (eq. 17) and its estimate F_hat* of each client's minimum
+    loss F_k*; one value, replaced every round by :meth:`observe`.
+
+    F_hat* is either the paper's running minimum F_hat*_k = min_{0 <= s <= t} F_hat_k^(s)
+    (Sec. IV-B; ``floors=None``), or each client's own minimum local loss as it reports
+    it (``floors``: the authors' code computes F_k* by fitting each client's local model).
+    The running minimum is biased, and the bias depends on availability: a client that
+    reports often takes the minimum of many noisy one-batch losses, so F_hat - F_hat* is
+    the noise above that minimum (> 0), while a client that reports rarely sees the loss
+    only fall between its reports (the model improves), so its gap stays near 0. Eq. 18
+    then ranks the *more* available clients as the ones slowing convergence.
+
+    Clients that have not reported yet hold the means of the first round's reports, as
+    F_hat (Alg. 1 line 1, as in the authors' code) and, with ``floors``, as F_hat* too.
+    (With F_hat* = F_hat their gap would be 0, and ``get`` would keep them and exclude
+    the clients that have reported; the running minimum has that flaw.)
+    """
 
     f_hat: np.ndarray
     f_star: np.ndarray
 
     @classmethod
-    def start(cls, active: np.ndarray, losses: np.ndarray) -> LossEstimates:
-        """Alg. 1 line 1 and the first reports: the active clients' losses, and for the
-        others the mean of those (they have reported nothing yet)."""
+    def start(
+        cls, active: np.ndarray, losses: np.ndarray, floors: np.ndarray | None = None
+    ) -> LossEstimates:
+        """Alg. 1 line 1 and the first reports: the active clients' losses (and floors),
+        and for the others the means of those (they have reported nothing yet)."""
         f_hat = np.where(active, losses, np.mean(losses[active]))
-        return cls(f_hat, f_hat.copy())
+        if floors is None:
+            return cls(f_hat, f_hat.copy())
+        return cls(f_hat, np.where(active, floors, np.mean(floors[active])))
 
-    def observe(self, active: np.ndarray, losses: np.ndarray, beta: float) -> LossEstimates:
+    def observe(
+        self,
+        active: np.ndarray,
+        losses: np.ndarray,
+        beta: float,
+        floors: np.ndarray | None = None,
+    ) -> LossEstimates:
+        """One more round: eq. 17 on the active clients' ``losses``; F_hat* from
+        their ``floors`` if given (read at the active entries), else the running min."""
         f_hat = filter_losses(self.f_hat, active, losses, beta)
-        return LossEstimates(f_hat, np.minimum(self.f_star, f_hat))
+        if floors is None:
+            return LossEstimates(f_hat, np.minimum(self.f_star, f_hat))
+        return LossEstimates(f_hat, np.where(active, floors, self.f_star))
 
     @property
     def gap(self) -> np.ndarray:
-        """F_hat_k - F_hat*_k >= 0 for every client."""
+        """F_hat_k - F_hat*_k (>= 0 for the running minimum)."""
         return self.f_hat - self.f_star
 
 
@@ -231,11 +263,21 @@ def ca_fed_weights(
 ) -> np.ndarray:
     """q^(t) of Alg. 1 lines 5-7: q = alpha / pi (line 5), then ``get`` in descending
     order of correlation (line 6; |lambda|, since lambda(P_k) is the second largest
-    eigenvalue *modulus*, Sec. III-A), then in ascending order of pi (line 7). Ties
-    keep id order. ``alpha`` must sum to 1."""
-    by_lambda = np.argsort(-np.abs(lam), kind="stable")
+    eigenvalue *modulus*, Sec. III-A), then in ascending order of pi (line 7).
+    ``alpha`` must sum to 1.
+
+    Ties, which the paper leaves open, are broken by the other key (then by id): among
+    equally correlated clients the less available come first in line 6's pass, and
+    among equally available ones the more correlated first in line 7's. This matters in
+    the paper's own population, where every correlated client has lambda = nu exactly
+    (oracle-informed): the greedy pass excludes its first candidates most cheaply (the
+    bias term grows with each exclusion), so breaking lambda's ties by id would favour
+    excluding whichever group has the lower ids, instead of the "less available,
+    correlated" clients that Guidelines A and B (Sec. III-D) single out."""
+    corr = np.abs(lam)
+    by_lambda = np.lexsort((pi, -corr))  # last key is primary; lexsort is stable
     included = get(np.ones(alpha.size, bool), by_lambda, alpha, gap, kappa2, tau)
-    included = get(included, np.argsort(pi, kind="stable"), alpha, gap, kappa2, tau)
+    included = get(included, np.lexsort((-corr, pi)), alpha, gap, kappa2, tau)
     return np.where(included, unbiased_weights(alpha, pi), 0.0)
 
 
@@ -365,39 +407,71 @@ class CAFed(AvailabilityAwareStrategy):
     upload an update that is then discarded (the same bytes and work as FedAvg's round).
 
     Hyper-parameters: ``kappa2`` (kappa_bar^2, Sec. IV-C), ``beta`` (eq. 17), ``tau``
-    (line 19). Diagnostics per round: ``eps-hat`` (eq. 20 at the chosen q),
-    ``gamma-hat`` (eq. 19) and ``excluded`` (clients with q_k = 0).
+    (line 19), ``loss_floor``: how F_hat* is estimated (:class:`LossEstimates`):
+    ``running-min`` (the paper's text, Sec. IV-B) or ``local-optimum`` (each client
+    reports its minimum local loss F_k* once, as the authors' code computes it; the
+    fit config then carries ``report-local-optimum``). Diagnostics per round:
+    ``eps-hat`` (eq. 20 at the chosen q), ``gamma-hat`` (eq. 19) and ``excluded``
+    (clients with q_k = 0).
     """
 
-    def __init__(self, *, kappa2: float = 1.0, beta: float = 1.0, tau: float = 0.0, **kwargs):
+    def __init__(
+        self,
+        *,
+        kappa2: float = 1.0,
+        beta: float = 1.0,
+        tau: float = 0.0,
+        loss_floor: str = "running-min",
+        **kwargs,
+    ):
         if kappa2 < 0:
             raise ValueError(f"algorithm.params.kappa2: {kappa2} must be >= 0")
         if not 0.0 < beta <= 1.0:
             raise ValueError(f"algorithm.params.beta: {beta} is outside (0, 1]")
         if tau < 0:
             raise ValueError(f"algorithm.params.tau: {tau} must be >= 0")
+        if loss_floor not in LOSS_FLOORS:
+            raise ValueError(
+                f"algorithm.params.loss_floor: {loss_floor!r} is not one of {LOSS_FLOORS}"
+            )
         super().__init__(**kwargs)
-        self.kappa2, self.beta, self.tau = kappa2, beta, tau
+        self.kappa2, self.beta, self.tau, self.loss_floor = kappa2, beta, tau, loss_floor
         self.losses: LossEstimates | None = None
 
     def __repr__(self) -> str:
-        return f"CAFed(kappa2={self.kappa2}, beta={self.beta}, tau={self.tau})"
+        return (
+            f"CAFed(kappa2={self.kappa2}, beta={self.beta}, tau={self.tau}, "
+            f"loss_floor={self.loss_floor})"
+        )
+
+    def configure_fit(
+        self, server_round: int, parameters: Parameters, client_manager: ClientManager
+    ) -> list[tuple[ClientProxy, FitIns]]:
+        pairs = super().configure_fit(server_round, parameters, client_manager)
+        if self.loss_floor == "local-optimum":
+            for _, ins in pairs:
+                ins.config[REPORT_LOCAL_OPTIMUM] = True
+        return pairs
 
     def weights(
         self, active: np.ndarray, reports: dict[int, Metrics]
     ) -> tuple[np.ndarray, dict[str, Scalar]]:
-        losses = np.full(active.size, np.nan)
+        keys = [RECEIVED_LOSS] + ([LOCAL_OPTIMUM] if self.loss_floor == "local-optimum" else [])
+        reported = {key: np.full(active.size, np.nan) for key in keys}
         for k, metrics in reports.items():
-            if RECEIVED_LOSS not in metrics:
-                raise ValueError(
-                    f"client {k} sent no '{RECEIVED_LOSS}' fit metric: CA-Fed needs the "
-                    "loss at the received model (use CAFedClient)"
-                )
-            losses[k] = float(metrics[RECEIVED_LOSS])
+            for key in keys:
+                if key not in metrics:
+                    raise ValueError(
+                        f"client {k} sent no '{key}' fit metric: CA-Fed needs the loss at "
+                        "the received model (and with loss_floor: local-optimum, its "
+                        "minimum local loss); use CAFedClient"
+                    )
+                reported[key][k] = float(metrics[key])
+        losses, floors = reported[RECEIVED_LOSS], reported.get(LOCAL_OPTIMUM)
         self.losses = (
-            LossEstimates.start(active, losses)
+            LossEstimates.start(active, losses, floors)
             if self.losses is None
-            else self.losses.observe(active, losses, self.beta)
+            else self.losses.observe(active, losses, self.beta, floors)
         )
         pi, lam = self.availability()
         gap = self.losses.gap

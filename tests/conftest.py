@@ -55,3 +55,46 @@ def tiny_scenario(scenario_dict: dict[str, Any]) -> Scenario:
 def no_data_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make sure a developer's $FEDRAM_DATA does not leak into data-root tests."""
     monkeypatch.delenv("FEDRAM_DATA", raising=False)
+
+
+def tiny_ca_fed_dict(
+    *,
+    pi: tuple[float, ...] = (0.9, 0.9, 0.5, 0.5, 0.2, 0.2),
+    rounds: int = 3,
+    eval_every: int = 3,
+    local_steps: int = 2,
+) -> dict[str, Any]:
+    """CA-Fed's setup shrunk: 6 LEAF Synthetic clients (3 classes, 5 features), two-state
+    Markov availability with stationary ``pi`` and lambda alternating 0 / 0.8, CA-Fed with
+    kappa_bar^2 = 1e-3 (it excludes clients) and eta_bar = 0.5, a ridge logistic model."""
+    return {
+        "name": "tiny-ca-fed",
+        "rounds": rounds,
+        "eval_every": eval_every,
+        "seeds": [0],
+        "data": {
+            "dataset": "synthetic",
+            "num_clients": 6,
+            "num_classes": 3,
+            "synthetic_dim": 5,
+            "frequent_fraction": 1.0,
+        },
+        "availability": {
+            "oracle": "markov",
+            "params": {"pi": list(pi), "lam": [0.0, 0.8, 0.0, 0.8, 0.0, 0.8]},
+        },
+        "algorithm": {"name": "ca-fed", "params": {"kappa2": 1e-3, "server_lr": 0.5}},
+        "training": {
+            "lr": 0.1,
+            "local_steps": local_steps,
+            "batch_size": 16,
+            "weight_decay": 0.01,
+        },
+        "model": {"name": "logreg"},
+    }
+
+
+@pytest.fixture(scope="session")
+def ca_fed_dict():
+    """:func:`tiny_ca_fed_dict`, a fresh mapping per call (mutate it freely)."""
+    return tiny_ca_fed_dict

@@ -5,7 +5,6 @@ the Strategy in-process on a tiny LEAF Synthetic scenario, whose step is eq. 3."
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import numpy as np
@@ -15,6 +14,7 @@ from flwr.common import parameters_to_ndarrays
 from torch.nn import functional as F
 
 from fedram_flwr.clients import CAFedClient, ERMClient
+from fedram_flwr.clients.ca_fed import local_optimum_loss
 from fedram_flwr.config import ScenarioError, scenario_from_dict
 from fedram_flwr.data import dirichlet_partition, leaf_synthetic
 from fedram_flwr.engine import InProcessClientProxy, node_context, run_in_process
@@ -27,7 +27,9 @@ from fedram_flwr.strategies.availability_baselines import (
     more_available_weights,
 )
 from fedram_flwr.strategies.ca_fed import (
+    LOCAL_OPTIMUM,
     RECEIVED_LOSS,
+    REPORT_LOCAL_OPTIMUM,
     LossEstimates,
     biased_importance,
     ca_fed_weights,
@@ -78,6 +80,20 @@ def test_get_keeps_everyone_on_ties_and_never_empties() -> None:
     # Without a bias term every drop of the largest gap pays, but one client stays.
     q = ca_fed_weights(ALPHA, PI, LAM, np.array([3.0, 2.0, 1.0]), 0.0, 0.0)
     assert np.count_nonzero(q) == 1
+
+
+def test_ties_in_lambda_visit_the_less_available_first() -> None:
+    """The paper's population: every correlated client has lambda = 0.9 exactly. Two such
+    clients with equal alpha and gap; with kappa2 = 0.5 (4 kappa2 Gamma' = 2) dropping one
+    pays (eps 0.5 -> 1/3 + 2/16), dropping both does not (-> 2/4). Pass 1 must exclude
+    the less available one whatever the ids' order."""
+    alpha = np.array([0.25, 0.25, 0.5])
+    gap = np.array([1.0, 1.0, 0.0])
+    lam = np.array([0.9, 0.9, 0.0])
+    for pi in ([0.9, 0.1, 0.5], [0.1, 0.9, 0.5]):
+        q = ca_fed_weights(alpha, np.array(pi), lam, gap, 0.5, 0.0)
+        rare = int(np.argmin(pi[:2]))
+        assert q[rare] == 0.0 and q[1 - rare] > 0 and q[2] > 0
 
 
 def naive_get(
@@ -159,6 +175,39 @@ def test_loss_estimates_eq17_and_running_minimum() -> None:
     assert updated.tolist() == [3.0, 1.0]  # beta = 1 keeps the last report
 
 
+def test_local_optimum_floors_replace_the_running_minimum() -> None:
+    active = np.array([True, False, True])
+    est = LossEstimates.start(active, np.array([2.0, np.nan, 1.0]), np.array([0.5, 9.0, 0.2]))
+    # Reporters take their own F_k*; the unseen client the means of the reports (as F_hat).
+    assert est.f_star.tolist() == pytest.approx([0.5, 0.35, 0.2])
+    assert est.gap.tolist() == pytest.approx([1.5, 1.15, 0.8])
+    est = est.observe(np.array([False, True, True]), np.array([0, 3.0, 0.7]), 1.0, [0, 1.0, 0.2])
+    assert est.f_hat.tolist() == [2.0, 3.0, 0.7]
+    assert est.gap.tolist() == pytest.approx([1.5, 2.0, 0.5])
+
+
+def test_running_minimum_gap_favours_the_rare_reporter() -> None:
+    """The mechanism behind our Synthetic runs' exclusions (see LossEstimates): at a fixed
+    model both clients' one-batch losses are 1 + noise, so their true gaps are equal. The
+    client that reports every round ends with F_hat* near the noise's minimum and a gap
+    > 0; the one that reports in 3 rounds of decreasing loss keeps a gap of 0. CA-Fed with
+    the running minimum then excludes the frequent reporter; with local-optimum floors
+    (equal F_k*) it excludes neither."""
+    rng = np.random.default_rng(0)
+    t = 200
+    noise = 1.0 + 0.2 * rng.standard_normal(t)
+    rare_rounds = {50: 1.6, 120: 1.3, 199: 1.0}  # the model improves between its reports
+    est = LossEstimates.start(np.array([True, False]), np.array([noise[0], np.nan]))
+    for s in range(1, t):
+        active = np.array([True, s in rare_rounds])
+        est = est.observe(active, np.array([noise[s], rare_rounds.get(s, np.nan)]), 1.0)
+    assert est.gap[0] > 0.3 and est.gap[1] == 0.0
+    alpha, pi, lam = np.array([0.5, 0.5]), np.array([0.9, 0.1]), np.array([0.0, 0.9])
+    assert ca_fed_weights(alpha, pi, lam, est.gap, 0.1, 0.0).tolist() == [0.0, 5.0]
+    equal = np.full(2, 0.4)  # local-optimum floors: F_hat - F_k* equal for both
+    assert ca_fed_weights(alpha, pi, lam, equal, 0.1, 0.0).tolist() == pytest.approx([5 / 9, 5])
+
+
 # ------------------------------------------------------------------------ data
 def test_leaf_synthetic_and_dirichlet_partition() -> None:
     xs, ys = leaf_synthetic(5, 0.5, 0.5, 7, 4, np.random.default_rng(0))
@@ -172,8 +221,10 @@ def test_leaf_synthetic_and_dirichlet_partition() -> None:
     assert min(p.size for p in parts) > 0
 
 
-def test_data_config_for_synthetic_and_dirichlet(scenario_dict: dict[str, Any]) -> None:
-    raw = copy.deepcopy(TINY_SYNTHETIC)
+def test_data_config_for_synthetic_and_dirichlet(
+    scenario_dict: dict[str, Any], ca_fed_dict
+) -> None:
+    raw = ca_fed_dict()
     exp = Experiment(scenario_from_dict(raw), 0)
     assert len(exp.data.client_y) == 6 and exp.data.input_shape == (5,)
     assert exp.data.test_y.size > 0 and exp.data.rare_classes == ()
@@ -189,35 +240,19 @@ def test_data_config_for_synthetic_and_dirichlet(scenario_dict: dict[str, Any]) 
 
 
 # ----------------------------------------------------- client and strategy
-TINY_SYNTHETIC: dict[str, Any] = {
-    "name": "tiny-ca-fed",
-    "rounds": 3,
-    "eval_every": 3,
-    "seeds": [0],
-    "data": {
-        "dataset": "synthetic",
-        "num_clients": 6,
-        "num_classes": 3,
-        "synthetic_dim": 5,
-        "frequent_fraction": 1.0,
-    },
-    "availability": {
-        "oracle": "markov",
-        "params": {"pi": [0.9, 0.9, 0.5, 0.5, 0.2, 0.2], "lam": [0.0, 0.8, 0.0, 0.8, 0.0, 0.8]},
-    },
-    "algorithm": {"name": "ca-fed", "params": {"kappa2": 1e-3, "server_lr": 0.5}},
-    "training": {"lr": 0.1, "local_steps": 2, "batch_size": 16, "weight_decay": 0.01},
-    "model": {"name": "logreg"},
-}
+@pytest.fixture
+def tiny(ca_fed_dict):
+    """The tiny CA-Fed scenario of conftest.py, ``algorithm`` replacing its algorithm."""
+
+    def build(**algorithm: Any):
+        raw = ca_fed_dict()
+        raw["algorithm"].update(algorithm)
+        return scenario_from_dict(raw)
+
+    return build
 
 
-def tiny(**algorithm: Any):
-    raw = copy.deepcopy(TINY_SYNTHETIC)
-    raw["algorithm"].update(algorithm)
-    return scenario_from_dict(raw)
-
-
-def test_ca_fed_client_reports_the_first_batch_loss_and_trains_like_erm() -> None:
+def test_ca_fed_client_reports_the_first_batch_loss_and_trains_like_erm(tiny) -> None:
     exp = Experiment(tiny(), 0)
     theta = get_weights(exp.new_model())
     config = {"server-round": 2}
@@ -247,6 +282,35 @@ def test_ca_fed_client_reports_the_first_batch_loss_and_trains_like_erm() -> Non
     assert metrics[RECEIVED_LOSS] == pytest.approx(expected, rel=1e-6)
 
 
+def test_ca_fed_client_reports_its_local_optimum_once(tiny) -> None:
+    exp = Experiment(tiny(), 0)
+    theta = get_weights(exp.new_model())
+    x, y = exp.data.client_x[3], exp.data.client_y[3]
+    client = exp.client(3)
+    plain, _, metrics = client.fit(theta, {"server-round": 1})
+    assert LOCAL_OPTIMUM not in metrics
+    asked = {"server-round": 1, REPORT_LOCAL_OPTIMUM: True}
+    arrays, _, metrics = client.fit(theta, asked)
+    assert all(np.array_equal(a, b) for a, b in zip(arrays, plain))  # training unchanged
+    floor = metrics[LOCAL_OPTIMUM]
+
+    def ridge_objective(weights) -> float:
+        model = build_model("logreg", (5,), 3, seed=0)
+        set_weights(model, weights)
+        with torch.no_grad():
+            ce = F.cross_entropy(model(torch.from_numpy(x)), torch.from_numpy(y)).item()
+        return ce + 0.005 * sum(float((w.astype(np.float64) ** 2).sum()) for w in weights)
+
+    # The minimiser of CE + (0.01 / 2)||w||^2 beats the received and the trained models.
+    model = exp.new_model()
+    assert local_optimum_loss(model, x, y, 0.01) == pytest.approx(floor, abs=1e-6)
+    optimum = ridge_objective(get_weights(model))
+    assert optimum < ridge_objective(theta) and optimum < ridge_objective(arrays)
+    # Computed once: later rounds read it from Context.state.
+    client.state[LOCAL_OPTIMUM][LOCAL_OPTIMUM] = -1.0
+    assert client.fit(theta, {**asked, "server-round": 2})[2][LOCAL_OPTIMUM] == -1.0
+
+
 def drive_round(strategy: CAFed, manager, server_round: int, params):
     """One legacy Flower round by hand: configure_fit, the clients' fit, aggregate_fit."""
     pairs = strategy.configure_fit(server_round, params, manager)
@@ -254,7 +318,7 @@ def drive_round(strategy: CAFed, manager, server_round: int, params):
     return strategy.aggregate_fit(server_round, results, [])
 
 
-def test_strategy_step_is_eq3_by_hand() -> None:
+def test_strategy_step_is_eq3_by_hand(tiny) -> None:
     exp = Experiment(tiny(), 0)
     strategy = exp.strategy()
     assert isinstance(strategy, CAFed)
@@ -311,7 +375,7 @@ def test_strategy_step_is_eq3_by_hand() -> None:
         {"name": "f3ast", "params": {"clients_per_round": 2}},
     ],
 )
-def test_family_runs_in_process(tmp_path, algorithm: dict[str, Any]) -> None:
+def test_family_runs_in_process(tmp_path, tiny, algorithm: dict[str, Any]) -> None:
     scenario = tiny(**algorithm)
     out = run_in_process(scenario, 0, tmp_path)
     assert out.status() == "complete"
@@ -324,8 +388,8 @@ def test_family_runs_in_process(tmp_path, algorithm: dict[str, Any]) -> None:
         assert all(r["fit-participants"] == sum(k < 4 for k in r["relayed"]) for r in rows)
 
 
-def test_oracle_informed_ca_fed_needs_a_markov_oracle() -> None:
-    raw = copy.deepcopy(TINY_SYNTHETIC)
+def test_oracle_informed_ca_fed_needs_a_markov_oracle(ca_fed_dict) -> None:
+    raw = ca_fed_dict()
     raw["availability"] = {"oracle": "cyclic", "params": {"period": 4, "window": 2}}
     raw["algorithm"]["params"]["availability"] = "oracle"
     with pytest.raises(ScenarioError, match="algorithm.params.availability"):

@@ -5,11 +5,10 @@ benchmark scripts (Fig. 4a estimator errors, selection time) on tiny inputs."""
 
 from __future__ import annotations
 
-import copy
 import importlib.util
+import shutil
 import sys
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -28,26 +27,7 @@ from fedram_flwr.strategies.ca_fed import (
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 
-TINY: dict[str, Any] = {
-    "name": "tiny-ca-fed-outputs",
-    "rounds": 4,
-    "eval_every": 2,
-    "seeds": [0],
-    "data": {
-        "dataset": "synthetic",
-        "num_clients": 6,
-        "num_classes": 3,
-        "synthetic_dim": 5,
-        "frequent_fraction": 1.0,
-    },
-    "availability": {
-        "oracle": "markov",
-        "params": {"pi": [0.9, 0.9, 0.6, 0.6, 0.3, 0.3], "lam": [0.0, 0.8, 0.0, 0.8, 0.0, 0.8]},
-    },
-    "algorithm": {"name": "ca-fed", "params": {"kappa2": 1e-3, "server_lr": 0.5}},
-    "training": {"lr": 0.1, "local_steps": 1, "batch_size": 16, "weight_decay": 0.01},
-    "model": {"name": "logreg"},
-}
+PI = (0.9, 0.9, 0.6, 0.6, 0.3, 0.3)
 
 
 def load_bench(name: str):
@@ -59,9 +39,10 @@ def load_bench(name: str):
 
 
 @pytest.fixture(scope="module")
-def ca_fed_run(tmp_path_factory):
+def ca_fed_run(tmp_path_factory, ca_fed_dict):
     root = tmp_path_factory.mktemp("runs")
-    out = run_in_process(scenario_from_dict(copy.deepcopy(TINY)), 0, root / "ca-fed" / "seed0")
+    raw = ca_fed_dict(pi=PI, rounds=4, eval_every=2, local_steps=1)
+    out = run_in_process(scenario_from_dict(raw), 0, root / "ca-fed" / "seed0")
     return root, out
 
 
@@ -87,8 +68,8 @@ def test_estimator_errors_match_the_tracker_on_the_recorded_matrix(ca_fed_run) -
     _, out = ca_fed_run
     rows = out.read_metrics()
     active = availability_from_rows(rows, 6, "relayed")
-    pi = np.array(TINY["availability"]["params"]["pi"])
-    lam = np.array(TINY["availability"]["params"]["lam"])
+    pi = np.array(PI)
+    lam = np.array(out.scenario()["availability"]["params"]["lam"])
     for r in rows:
         if r["round"] == 0:
             continue
@@ -107,6 +88,17 @@ def test_run_and_report_plots(ca_fed_run) -> None:
     report = write_report(root).read_text()
     assert (root / "group_weights.png").is_file()
     assert "Time-averaged" in report and "Fig. 1d" in report
+
+
+def test_report_pivots_only_a_full_grid_of_two_keys(ca_fed_run, tmp_path) -> None:
+    _, out = ca_fed_run
+    labels = ["name=a_kappa2=1", "name=a_kappa2=2", "name=b_kappa2=1", "name=b_kappa2=2"]
+    for label in labels:  # a grid of two swept keys: the paper's layout is added
+        shutil.copytree(out.path, tmp_path / "grid" / label / "seed0")
+    assert "Paper layout" in write_report(tmp_path / "grid").read_text()
+    for label in ("name=a", "name=b", "loss_floor=x"):  # two keys, but mixed labels
+        shutil.copytree(out.path, tmp_path / "mixed" / label / "seed0")
+    assert "Paper layout" not in write_report(tmp_path / "mixed").read_text()
 
 
 def test_groups_and_cumulative_weights() -> None:
