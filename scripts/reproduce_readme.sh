@@ -69,3 +69,15 @@ OMP_NUM_THREADS=1 .venv/bin/fedram run scenarios/table1_scaled.yaml --out "$OUT/
 mkdir -p docs/results/table1_fairness
 cp "$OUT/table1_fairness/table1_scaled/report.md" "$OUT/table1_fairness/table1_scaled"/*.png \
   docs/results/table1_fairness/
+# RC-FL checks of the eta/local-steps explanation (README): alpha_i = 0.34 at kappa = 5 and 1,
+# and the kappa = 1 ablation of the four algorithms (~10 min together).
+OMP_NUM_THREADS=1 .venv/bin/fedram run "scenarios/$rc.yaml" --out "$OUT/rcfl_alpha_p" \
+  --set 'sweep={}' --set 'algorithm.alpha=[0.34]' >/dev/null
+OMP_NUM_THREADS=1 .venv/bin/fedram run scenarios/rcfl_fashion_mnist_kappa1.yaml --out "$OUT" >/dev/null
+OMP_NUM_THREADS=1 .venv/bin/fedram run scenarios/rcfl_fashion_mnist_kappa1.yaml \
+  --out "$OUT/rcfl_alpha_p" --set 'sweep={}' --set 'algorithm.alpha=[0.34]' >/dev/null
+mkdir -p docs/results/rcfl/{alpha034_kappa5,kappa1,alpha034_kappa1}
+cp "$OUT/rcfl_alpha_p/$rc/report.md" docs/results/rcfl/alpha034_kappa5/
+cp "$OUT/rcfl_fashion_mnist_kappa1/report.md" "$OUT/rcfl_fashion_mnist_kappa1/client_test_accuracy.png" \
+  docs/results/rcfl/kappa1/
+cp "$OUT/rcfl_alpha_p/rcfl_fashion_mnist_kappa1/report.md" docs/results/rcfl/alpha034_kappa1/
