@@ -3,6 +3,7 @@
 from fedram_flwr.clients.ca_fed import CAFedClient
 from fedram_flwr.clients.cvar import CVaRClient
 from fedram_flwr.clients.erm import ERMClient
+from fedram_flwr.clients.rc_fl import RCFLClient
 from fedram_flwr.clients.scaffold import ScaffoldClient
 
-__all__ = ["CAFedClient", "CVaRClient", "ERMClient", "ScaffoldClient"]
+__all__ = ["CAFedClient", "CVaRClient", "ERMClient", "RCFLClient", "ScaffoldClient"]

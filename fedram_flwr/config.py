@@ -45,6 +45,14 @@ class DataConfig:
     client_classes: tuple[tuple[int, ...], ...] | None = None
     # Keep this fraction of each class of the training set (scaled-down runs).
     train_fraction: float = 1.0
+    # Image datasets: keep only these classes, relabelled 0..k-1 in this order
+    # (RC-FL Sec. 6: t-shirt/top, pullover, shirt = [0, 2, 6]).
+    keep_classes: tuple[int, ...] | None = None
+    # Image datasets: pool the training and test files and split every client's
+    # samples into (train, validation, test) fractions (RC-FL Sec. 6: [0.8, 0.1, 0.1]);
+    # the server's test set is the union of the clients' test splits, validation is
+    # held out. Default: the dataset's own test set.
+    client_split: tuple[float, ...] | None = None
     # gaussian2d only.
     num_classes: int = 3
     samples_per_class: int = 300
@@ -91,6 +99,21 @@ class DataConfig:
             raise ScenarioError(
                 "data.dataset: synthetic generates each client's data (LEAF Synthetic); "
                 "data.partition and data.client_classes apply to the other datasets"
+            )
+        if self.client_split is not None and (
+            len(self.client_split) != 3
+            or min(self.client_split) < 0
+            or self.client_split[0] <= 0
+            or self.client_split[2] <= 0
+            or abs(sum(self.client_split) - 1.0) > 1e-9
+        ):
+            raise ScenarioError(
+                "data.client_split: give [train, validation, test] fractions >= 0 that sum "
+                f"to 1, train and test > 0 (e.g. [0.8, 0.1, 0.1]); got {list(self.client_split)}"
+            )
+        if self.keep_classes is not None and len(set(self.keep_classes)) < 2:
+            raise ScenarioError(
+                f"data.keep_classes: give at least two distinct classes, got {self.keep_classes}"
             )
         if self.client_classes is not None and len(self.client_classes) != self.num_clients:
             raise ScenarioError(
@@ -160,16 +183,29 @@ class Scenario:
     model: ModelConfig = field(default_factory=ModelConfig)
     eval_every: int = 10
     # At each evaluation also the global model's loss on the union of the clients'
-    # training data and its accuracy on each client's own data (FedAR Sec. 6, Table 3).
+    # training data and its accuracy on each client's own data (FedAR Sec. 6, Table 3),
+    # and on each client's test data with the HCVaR of the clients' test losses (RC-FL
+    # Sec. 6, Table 1; evaluation.client_test_metrics).
     client_metrics: bool = False
+    # alpha of that HCVaR (RC-FL Def. 2): one value for all clients or one per client.
+    hcvar_alpha: tuple[float, ...] = (0.5,)
     seeds: tuple[int, ...] = (0,)
-    # Grid of dotted-field overrides, expanded into one variant per combination.
+    # Grid of dotted-field overrides, expanded into one variant per combination; a
+    # section's values may be whole mappings (``algorithm: [{name: afl, params: ...}]``,
+    # labelled ``name=afl``) so each algorithm keeps its own parameters.
     sweep: Mapping[str, list[Any]] = field(default_factory=dict)
     description: str = ""
 
     def __post_init__(self) -> None:
         check_range("rounds", self.rounds, 1, None)
         check_range("eval_every", self.eval_every, 1, None)
+        if len(self.hcvar_alpha) not in (1, self.data.num_clients):
+            raise ScenarioError(
+                f"hcvar_alpha: give one value or one per client ({self.data.num_clients}), "
+                f"got {len(self.hcvar_alpha)}"
+            )
+        for i, a in enumerate(self.hcvar_alpha):
+            check_range(f"hcvar_alpha[{i}]", a, 0.0, 1.0, lo_open=True)
         if not self.seeds:
             raise ScenarioError("seeds: give at least one seed, e.g. seeds: [0, 1, 2]")
         if not self.name or "/" in self.name:
@@ -208,12 +244,27 @@ class Scenario:
         keys = list(self.sweep)
         out = []
         for values in itertools.product(*(self.sweep[k] for k in keys)):
-            label = "_".join(f"{k.split('.')[-1]}={v}" for k, v in zip(keys, values))
+            label = "_".join(_label_part(k, v) for k, v in zip(keys, values))
             base = self.to_dict()
             base["sweep"] = {}
             variant = scenario_from_dict(base).with_overrides(dict(zip(keys, values)))
             out.append((label, variant))
+        labels = [label for label, _ in out]
+        if len(set(labels)) < len(labels):
+            dup = next(x for x in labels if labels.count(x) > 1)
+            raise ScenarioError(
+                f"sweep: two variants are labelled {dup!r} (a section given as a mapping is "
+                "labelled by its name only); sweep the differing field instead"
+            )
         return out
+
+
+def _label_part(key: str, value: Any) -> str:
+    """``alpha=0.1`` for ``algorithm.alpha: 0.1``; a whole section given as a mapping
+    with a ``name`` (``algorithm: {name: afl, params: {...}}``) is labelled by it."""
+    if isinstance(value, Mapping) and "name" in value:
+        return f"name={value['name']}"
+    return f"{key.split('.')[-1]}={value}"
 
 
 # ----------------------------------------------------------------------- loading

@@ -43,7 +43,8 @@ class DatasetNotFoundError(FileNotFoundError):
 
 @dataclass(frozen=True)
 class FederatedData:
-    """Client training sets, the server's test set, and which patterns are rare."""
+    """Client training sets, the server's test set, which patterns are rare, and each
+    client's test set (``client_test``: indices into the server's test set)."""
 
     client_x: list[np.ndarray]
     client_y: list[np.ndarray]
@@ -53,6 +54,7 @@ class FederatedData:
     client_classes: tuple[tuple[int, ...], ...]
     rare_clients: tuple[int, ...]
     rare_classes: tuple[int, ...]
+    client_test: tuple[np.ndarray, ...]
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -217,6 +219,49 @@ def split_train_test(
     return (x[train], y[train]), (x[test], y[test])
 
 
+def split_test_like(
+    train_labels: Sequence[np.ndarray], test_y: np.ndarray, rng: np.random.Generator
+) -> list[np.ndarray]:
+    """Each client's share of a pooled test set, with its training label skew: every
+    class's test samples, shuffled, go to the clients in proportion to how many samples
+    of that class each holds for training (classes nobody trains on go to nobody)."""
+    parts: list[list[np.ndarray]] = [[] for _ in train_labels]
+    for c in np.unique(test_y):
+        share = np.array([np.sum(y == c) for y in train_labels], dtype=float)
+        if share.sum() == 0:
+            continue
+        idx = rng.permutation(np.flatnonzero(test_y == c))
+        cuts = np.round(np.cumsum(share)[:-1] / share.sum() * idx.size).astype(int)
+        for part, chunk in zip(parts, np.split(idx, cuts)):
+            part.append(chunk)
+    return [np.sort(np.concatenate(p)) if p else np.empty(0, np.int64) for p in parts]
+
+
+def split_fractions(
+    n: int, fractions: Sequence[float], rng: np.random.Generator
+) -> list[np.ndarray]:
+    """A random split of range(n) into consecutive parts of the given fractions (RC-FL
+    Sec. 6: 80% training, 10% validation, 10% test per client)."""
+    cuts = np.round(np.cumsum(fractions)[:-1] * n).astype(int)
+    return np.split(rng.permutation(n), cuts)
+
+
+def keep_and_relabel(
+    x: np.ndarray, y: np.ndarray, classes: Sequence[int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The samples of ``classes`` only, relabelled 0..k-1 in the order given."""
+    new = np.full(max(int(y.max()), *classes) + 1, -1, dtype=np.int64)
+    new[list(classes)] = np.arange(len(classes))
+    keep = np.isin(y, list(classes))
+    return x[keep], new[y[keep]]
+
+
+def blocks(sizes: Sequence[int]) -> list[np.ndarray]:
+    """Index ranges of consecutive blocks of these sizes (clients' concatenated test sets)."""
+    ends = np.cumsum(sizes)
+    return [np.arange(e - s, e) for s, e in zip(sizes, ends)]
+
+
 def subsample_per_class(
     labels: np.ndarray, fraction: float, rng: np.random.Generator
 ) -> np.ndarray:
@@ -356,6 +401,16 @@ def load_federated_data(cfg: DataConfig, rare_clients: tuple[int, ...], seed: in
         train_x, train_y = load_image_dataset(cfg.dataset, root, train=True)
         test_x, test_y = load_image_dataset(cfg.dataset, root, train=False)
         num_classes = 10
+        if cfg.keep_classes is not None:
+            bad = [c for c in cfg.keep_classes if not 0 <= c < num_classes]
+            if bad:
+                raise ScenarioError(f"data.keep_classes: {bad} are not classes of {cfg.dataset}")
+            train_x, train_y = keep_and_relabel(train_x, train_y, cfg.keep_classes)
+            test_x, test_y = keep_and_relabel(test_x, test_y, cfg.keep_classes)
+            num_classes = len(cfg.keep_classes)
+        if cfg.client_split is not None:  # one pool, split per client below
+            train_x = np.concatenate([train_x, test_x])
+            train_y = np.concatenate([train_y, test_y])
         keep = subsample_per_class(train_y, cfg.train_fraction, rng)
         train_x, train_y = train_x[keep], train_y[keep]
     if cfg.partition == "dirichlet":
@@ -387,13 +442,25 @@ def load_federated_data(cfg: DataConfig, rare_clients: tuple[int, ...], seed: in
             f"data: clients {empty} received no training samples; give them classes or "
             "use fewer clients"
         )
+    test_rng = np.random.default_rng([seed, 0x7E57])
+    if cfg.client_split is not None:
+        splits = [split_fractions(p.size, cfg.client_split, test_rng) for p in parts]
+        train_parts = [p[np.sort(train)] for p, (train, _, _) in zip(parts, splits)]
+        test_parts = [p[np.sort(test)] for p, (_, _, test) in zip(parts, splits)]
+        test_idx = np.concatenate(test_parts)
+        test_x, test_y = train_x[test_idx], train_y[test_idx]
+        client_test = blocks([t.size for t in test_parts])
+    else:
+        train_parts = parts
+        client_test = split_test_like([train_y[p] for p in parts], test_y, test_rng)
     return federated_data(
-        [train_x[p] for p in parts],
-        [train_y[p] for p in parts],
+        [train_x[p] for p in train_parts],
+        [train_y[p] for p in train_parts],
         (test_x, test_y),
         num_classes,
         client_classes,
         rare_clients,
+        client_test,
     )
 
 
@@ -420,6 +487,7 @@ def synthetic_federated_data(
         cfg.num_classes,
         [np.unique(train[1]).tolist() for train, _ in splits],
         rare_clients,
+        blocks([len(test[1]) for _, test in splits]),
     )
 
 
@@ -430,9 +498,11 @@ def federated_data(
     num_classes: int,
     client_classes: Sequence[Sequence[int]],
     rare_clients: Sequence[int],
+    client_test: Sequence[np.ndarray],
 ) -> FederatedData:
     """Assemble :class:`FederatedData`; the rare classes are those only rare clients hold."""
     return FederatedData(
+        client_test=tuple(client_test),
         client_x=client_x,
         client_y=client_y,
         test_x=test[0],

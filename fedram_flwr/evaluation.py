@@ -1,5 +1,7 @@
 """Server-side evaluation: overall, per-class and rare-pattern test metrics; optionally
-the global training loss and the per-client accuracy distribution (FedAR Table 3)."""
+the global training loss and the per-client accuracy distribution on the clients'
+training data (FedAR Table 3) and test data, with the HCVaR of the clients' test
+losses (RC-FL Table 1, Def. 2)."""
 
 from __future__ import annotations
 
@@ -67,6 +69,38 @@ def client_distribution_metrics(
     }
 
 
+def client_test_metrics(
+    logits: torch.Tensor,
+    y: np.ndarray,
+    client_test: Sequence[np.ndarray],
+    p: np.ndarray,
+    hcvar_alpha: Sequence[float],
+) -> dict[str, Scalar | list[float]]:
+    """Each client's accuracy and mean loss on its own test set (``client_test``:
+    indices into the test set ``y`` the ``logits`` are for), their distribution (mean,
+    variance in %^2, worst and best 10%, RC-FL Table 1) and the HCVaR_{1-alpha} of the
+    test losses with weights p_i = m_i / m (Def. 2, computed exactly as the primal of
+    eq. 1). Clients without test samples are left out."""
+    from fedram_flwr.strategies.rc_fl import hcvar
+
+    losses = F.cross_entropy(logits, torch.from_numpy(y), reduction="none").numpy()
+    correct = (logits.argmax(1).numpy() == y).astype(float)
+    has = np.array([idx.size > 0 for idx in client_test])
+    acc = np.array([correct[idx].mean() for idx in client_test if idx.size])
+    loss = np.array([losses[idx].mean() for idx in client_test if idx.size])
+    alpha = np.broadcast_to(np.asarray(hcvar_alpha, dtype=float), has.shape)
+    return {
+        "client-test-acc-mean": float(acc.mean()),
+        "client-test-acc-var": float((100 * acc).var()),
+        "client-test-acc-worst10": tail_mean(acc, 0.1, worst=True),
+        "client-test-acc-best10": tail_mean(acc, 0.1, worst=False),
+        "client-test-loss-max": float(loss.max()),
+        "client-test-hcvar": hcvar(loss, np.asarray(p, dtype=float)[has], alpha[has]),
+        "client-test-accuracy": [float(a) for a in acc],
+        "client-test-loss": [float(v) for v in loss],
+    }
+
+
 def make_evaluate_fn(
     model: nn.Module,
     x: np.ndarray,
@@ -78,24 +112,32 @@ def make_evaluate_fn(
     num_rounds: int,
     client_x: Sequence[np.ndarray] | None = None,
     client_y: Sequence[np.ndarray] | None = None,
+    client_test: Sequence[np.ndarray] | None = None,
+    hcvar_alpha: Sequence[float] = (0.5,),
 ) -> Callable[[int, NDArrays, dict[str, Scalar]], tuple[float, dict[str, Scalar]] | None]:
     """A Flower ``evaluate_fn`` testing every ``every`` rounds, at round 0 and the last.
 
     With ``client_x``/``client_y`` (the clients' training sets) it also reports
-    :func:`client_distribution_metrics`; the per-client list only at the last round."""
+    :func:`client_distribution_metrics`, and with ``client_test`` too (each client's
+    indices into the test set) :func:`client_test_metrics`; the per-client lists only
+    at the last round."""
     train_x = np.concatenate(client_x) if client_x is not None else None
+    sizes = np.array([len(c) for c in client_y]) if client_y is not None else None
 
     def evaluate(server_round: int, parameters: NDArrays, config: dict[str, Scalar]):
         if server_round % every and server_round != num_rounds:
             return None
         set_weights(model, parameters)
-        loss, metrics = classification_metrics(
-            predict_logits(model, x), y, num_classes, rare_classes
-        )
-        if train_x is not None and client_y is not None:
+        logits = predict_logits(model, x)
+        loss, metrics = classification_metrics(logits, y, num_classes, rare_classes)
+        if train_x is not None and client_y is not None and sizes is not None:
             extra = client_distribution_metrics(predict_logits(model, train_x), client_y)
+            if client_test is not None:
+                p = sizes / sizes.sum()
+                extra.update(client_test_metrics(logits, y, client_test, p, hcvar_alpha))
             if server_round != num_rounds:
-                extra.pop("client-accuracy")
+                for key in ("client-accuracy", "client-test-accuracy", "client-test-loss"):
+                    extra.pop(key, None)
             metrics.update(extra)  # type: ignore[arg-type]
         return loss, metrics
 

@@ -70,6 +70,8 @@ class Experiment:
                 num_rounds=s.rounds,
                 client_x=d.client_x if s.client_metrics else None,
                 client_y=d.client_y if s.client_metrics else None,
+                client_test=d.client_test if s.client_metrics else None,
+                hcvar_alpha=s.hcvar_alpha,
             ),
         )
         theta = get_weights(self.new_model())

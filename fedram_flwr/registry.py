@@ -720,3 +720,113 @@ def oracle_spec(scenario: Scenario) -> OracleSpec:
 
 def algorithm_spec(scenario: Scenario) -> AlgorithmSpec:
     return _lookup(ALGORITHMS, scenario.algorithm.name, "algorithm.name")
+
+
+# ------------------------------------------- RC-FL (rFedFair), AFL and q-FFL (issue 5)
+@dataclass(frozen=True)
+class RFedFairParams:
+    """rFedFair (RC-FL Alg. 1): alpha_i (one value for every client or one per client,
+    each in [p_i, 1], p_i = m_i / m; checked against the data when the run starts), the
+    smoothing mu of phi_mu (Sec. 4), eta's step size (default: training.lr, Alg. 1's
+    beta for both) and start, and ``clients_per_round`` K for partial participation (K
+    draws with replacement by p_i; default: full participation)."""
+
+    alpha: tuple[float, ...] = (0.5,)
+    mu: float = 0.01
+    lr_eta: float | None = None
+    eta_init: float = 0.0
+    clients_per_round: int | None = None
+
+    def check(self, scenario: Scenario) -> None:
+        n = scenario.data.num_clients
+        if len(self.alpha) not in (1, n):
+            raise ScenarioError(
+                f"algorithm.params.alpha: give one value or one per client ({n}), "
+                f"got {len(self.alpha)}"
+            )
+        for i, a in enumerate(self.alpha):
+            check_range(f"algorithm.params.alpha[{i}]", a, 0.0, 1.0, lo_open=True)
+        check_range("algorithm.params.mu", self.mu, 0.0, None, lo_open=True)
+        if self.lr_eta is not None:
+            check_range("algorithm.params.lr_eta", self.lr_eta, 0.0, None)
+        if self.clients_per_round is not None:
+            check_range("algorithm.params.clients_per_round", self.clients_per_round, 1, None)
+
+
+def build_rfedfair(params: RFedFairParams, theta: list[np.ndarray], exp: Any, **common: Any):
+    from fedram_flwr.strategies import RFedFair
+    from fedram_flwr.strategies.rc_fl import check_alpha, per_client
+
+    sizes = np.array([len(y) for y in exp.data.client_y], dtype=float)
+    alpha = per_client(params.alpha, sizes.size, "algorithm.params.alpha")
+    try:  # fail before training, naming the field
+        check_alpha(alpha, sizes / sizes.sum(), "algorithm.params.alpha")
+    except ValueError as err:
+        raise ScenarioError(str(err)) from None
+    lr = exp.scenario.training.lr
+    return RFedFair(
+        initial_omega=theta,
+        alpha=params.alpha,
+        mu=params.mu,
+        lr_eta=lr if params.lr_eta is None else params.lr_eta,
+        eta_init=params.eta_init,
+        clients_per_round=params.clients_per_round,
+        seed=exp.seed,
+        **common,
+    )
+
+
+@dataclass(frozen=True)
+class AFLParams:
+    """AFL (Mohri et al. 2019): gamma_lambda, the ascent step on the mixture weights."""
+
+    lr_lambda: float = 0.01
+
+    def check(self, scenario: Scenario) -> None:
+        check_range("algorithm.params.lr_lambda", self.lr_lambda, 0.0, None)
+
+
+def build_afl(params: AFLParams, theta: list[np.ndarray], exp: Any, **common: Any):
+    from flwr.common import ndarrays_to_parameters
+
+    from fedram_flwr.strategies import AFL
+
+    return AFL(
+        initial_parameters=ndarrays_to_parameters(theta),
+        num_clients=exp.scenario.data.num_clients,
+        lr_lambda=params.lr_lambda,
+        **common,
+    )
+
+
+@dataclass(frozen=True)
+class QFFLParams:
+    """q-FFL (Li et al. 2020) through Flower's QFedAvg: q (q = 0 is FedAvg's objective);
+    QFedAvg's learning rate is the clients' ``training.lr`` (L = 1 / lr)."""
+
+    q: float = 1.0
+
+    def check(self, scenario: Scenario) -> None:
+        check_range("algorithm.params.q", self.q, 0.0, None)
+
+
+def build_qffl(params: QFFLParams, theta: list[np.ndarray], exp: Any, **common: Any):
+    from flwr.common import ndarrays_to_parameters
+
+    from fedram_flwr.strategies import QFFL
+
+    return QFFL(
+        q_param=params.q,
+        qffl_learning_rate=exp.scenario.training.lr,
+        initial_parameters=ndarrays_to_parameters(theta),
+        **common,
+    )
+
+
+ALGORITHMS.update(
+    {
+        "rfedfair": AlgorithmSpec(RFedFairParams, "RCFLClient", build_rfedfair),
+        "afl": AlgorithmSpec(AFLParams, "CAFedClient", build_afl),
+        "qffl": AlgorithmSpec(QFFLParams, "CAFedClient", build_qffl),
+    }
+)

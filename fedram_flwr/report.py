@@ -316,6 +316,93 @@ def client_accuracy_table(root: Path) -> str:
     )
 
 
+FAIRNESS_COLUMNS = (
+    ("client-test-acc-mean", "Average (%)", 100.0, 2),
+    ("client-test-acc-worst10", "Worst 10% (%)", 100.0, 2),
+    ("client-test-acc-best10", "Best 10% (%)", 100.0, 2),
+    ("client-test-acc-var", "Variance (%²)", 1.0, 1),
+    ("client-test-hcvar", "HCVaR of test losses", 1.0, 3),
+    ("client-test-loss-max", "Max test loss", 1.0, 3),
+)
+
+
+def fairness_table(root: Path, prefix: str = "") -> str:
+    """RC-FL Table 1: the distribution of the final model's accuracy over the clients'
+    test sets (average, worst and best 10% of the clients, variance) and the HCVaR of
+    the clients' test losses, each mean ± std over seeds. ``prefix="avg-"``: the same
+    for rFedFair's running average omega_tilde_T (rows of the runs that have it)."""
+    runs, _ = collect(root)
+    key0 = prefix + FAIRNESS_COLUMNS[0][0]
+    rows = {v: fs for v, fs in runs.items() if any(key0 in f for f in fs)}
+    if not rows:
+        return ""
+    lines = [
+        "| variant | seeds | " + " | ".join(h for _, h, _, _ in FAIRNESS_COLUMNS) + " |",
+        "|---|---|" + "---|" * len(FAIRNESS_COLUMNS),
+    ]
+    for variant in sorted(rows, key=_sort_key):
+        finals = [f for f in rows[variant] if key0 in f]
+        cells = [
+            mean_std([f.get(prefix + k, np.nan) for f in finals], scale, digits)
+            for k, _, scale, digits in FAIRNESS_COLUMNS
+        ]
+        lines.append(f"| {variant} | {len(finals)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def per_client_test_table(root: Path, prefix: str = "", max_clients: int = 10) -> str:
+    """Each client's test accuracy (%) of the final model, mean ± std over seeds (RC-FL
+    Fig. 1), for runs with at most ``max_clients`` clients."""
+    runs, _ = collect(root)
+    key = prefix + "client-test-accuracy"
+    rows = {v: [f[key] for f in fs if key in f] for v, fs in runs.items()}
+    rows = {v: a for v, a in rows.items() if a and len(a[0]) <= max_clients}
+    if not rows:
+        return ""
+    n = max(len(a[0]) for a in rows.values())
+    lines = [
+        "| variant | seeds | " + " | ".join(f"client {k}" for k in range(n)) + " |",
+        "|---|---|" + "---|" * n,
+    ]
+    for variant in sorted(rows, key=_sort_key):
+        accs = np.array(rows[variant], dtype=float)
+        cells = [mean_std(list(accs[:, k])) for k in range(accs.shape[1])]
+        lines.append(f"| {variant} | {len(accs)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_client_test_accuracy(root: Path, out: Path, max_clients: int = 10) -> None:
+    """RC-FL Fig. 1: bars of each client's test accuracy per variant (mean ± std over
+    seeds), for runs with at most ``max_clients`` clients."""
+    runs, _ = collect(root)
+    rows = {
+        v: np.array([f["client-test-accuracy"] for f in fs if "client-test-accuracy" in f])
+        for v, fs in runs.items()
+    }
+    rows = {v: a for v, a in rows.items() if a.size and a.shape[1] <= max_clients}
+    if not rows:
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = sorted(rows, key=_sort_key)
+    n = max(a.shape[1] for a in rows.values())
+    width = 0.8 / len(names)
+    fig, ax = plt.subplots(figsize=(1.6 + 1.4 * n, 3.6))
+    for j, name in enumerate(names):
+        a = 100 * rows[name]
+        x = np.arange(a.shape[1]) + (j - (len(names) - 1) / 2) * width
+        ax.bar(x, a.mean(0), width, yerr=a.std(0), capsize=2, label=f"{name} ({len(a)} seeds)")
+    ax.set(xticks=range(n), xlabel="client", ylabel="test accuracy (%)")
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
 def plot_client_histograms(root: Path, out: Path) -> None:
     """Fig. 3 layout: per comparison group, the distribution of the final per-client
     accuracies of each algorithm (pooled over seeds)."""
@@ -536,6 +623,21 @@ def write_report(root: Path) -> Path:
         text += [client_accuracy_table(root)]
         plot_client_histograms(root, root / "client_accuracy_hist.png")
         plot_train_loss(root, root / "train_loss.png")
+    if table := fairness_table(root):
+        text += [
+            "\n## Fairness of the final model on the clients' test data (RC-FL Table 1)\n",
+            "Accuracy over the clients' test sets: average, worst and best 10% of the "
+            "clients (at least one), variance over clients; HCVaR of the clients' test "
+            "losses with the scenario's `hcvar_alpha` and p_i = m_i / m, and the largest "
+            "client test loss. Mean ± std over seeds.\n",
+            table,
+        ]
+        if avg := fairness_table(root, "avg-"):
+            text += ["\nThe same for rFedFair's running average omega_tilde_T:\n", avg]
+        if clients := per_client_test_table(root):
+            text += ["\nTest accuracy (%) of each client (RC-FL Fig. 1):\n", clients]
+            plot_client_test_accuracy(root, root / "client_test_accuracy.png")
+            text += ["![per-client test accuracy](client_test_accuracy.png)\n"]
     plot_curves(root, root / "curves.png")
     plot_boundaries(root, root / "decision_boundaries.png")
     group_table = plot_group_weights_by_variant(root, root / "group_weights.png")

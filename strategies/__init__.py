@@ -1,6 +1,7 @@
 """Server strategies (imported as ``fedram_flwr.strategies``): one module per
 algorithm family, pure numpy math first, the thin Flower Strategy after it."""
 
+from fedram_flwr.strategies.afl import AFL
 from fedram_flwr.strategies.availability_baselines import F3AST, AdaFed, MoreAvailable, Unbiased
 from fedram_flwr.strategies.ca_fed import CAFed
 from fedram_flwr.strategies.fed_cvar_avg import (
@@ -11,10 +12,13 @@ from fedram_flwr.strategies.fed_cvar_avg import (
 from fedram_flwr.strategies.fedar import FedAR
 from fedram_flwr.strategies.fedavg import FedAvg
 from fedram_flwr.strategies.participation import FedAU, FedAvgIS, FedAvgSampled
+from fedram_flwr.strategies.qffl import QFFL
+from fedram_flwr.strategies.rc_fl import RFedFair
 from fedram_flwr.strategies.scaffold import Scaffold
 from fedram_flwr.strategies.stale_updates import MIFA, FedVARP
 
 __all__ = [
+    "AFL",
     "AdaFed",
     "CAFed",
     "F3AST",
@@ -27,6 +31,8 @@ __all__ = [
     "FedVARP",
     "MIFA",
     "MoreAvailable",
+    "QFFL",
+    "RFedFair",
     "Scaffold",
     "Unbiased",
     "cvar_gradient_weights",

@@ -1,0 +1,47 @@
+"""RC-FL client of rFedFair: trains (omega, eta) jointly on f^{mu,i} (eq. 5, Alg. 1)."""
+
+from __future__ import annotations
+
+from flwr.common import NDArrays, Scalar
+
+from fedram_flwr.clients.erm import ERMClient
+from fedram_flwr.models import get_weights
+from fedram_flwr.strategies.fed_cvar_avg import join_theta_t, split_theta_t
+from fedram_flwr.strategies.rc_fl import (
+    ALPHA_KEY,
+    LR_ETA_KEY,
+    MU_KEY,
+    P_KEY,
+    check_alpha,
+    rcfl_gradient_weights,
+)
+
+
+class RCFLClient(ERMClient):
+    """Receives (omega, eta); for each of its kappa local steps (``training.local_steps``;
+    a batch as large as the client's data makes them the paper's full gradient steps),
+    with f_b the mean loss of the step's batch at (omega_t, eta_t):
+
+        omega <- omega - beta (s / alpha_i) grad f_b,   eta <- eta - beta_eta (1 - s / alpha_i)
+
+    s = sigmoid((f_b - eta_t) / mu) (``rcfl_gradient_weights``; Alg. 1's local step, both
+    gradients at the same point). Fit config: ``rcfl-alpha`` (alpha_i), ``rcfl-p`` (p_i:
+    alpha_i is checked to lie in [p_i, 1]), ``rcfl-mu``, ``lr-eta`` (beta_eta; beta is
+    ``lr``). Returns (omega, eta) and metrics ``train-loss`` and ``eta``. eta comes back
+    from the server every round (it is averaged, Alg. 1), so nothing is kept between rounds.
+    """
+
+    def fit(self, parameters: NDArrays, config: dict[str, Scalar]):
+        omega, eta = split_theta_t(parameters)
+        alpha, p = float(config[ALPHA_KEY]), float(config[P_KEY])
+        check_alpha([alpha], [p], f"alpha of client {self.partition_id}")
+        mu, lr_eta = float(config[MU_KEY]), float(config[LR_ETA_KEY])
+
+        def step(loss: float) -> float:
+            nonlocal eta
+            d_omega, d_eta = rcfl_gradient_weights(loss, eta, alpha, mu)
+            eta -= lr_eta * d_eta
+            return d_omega
+
+        metrics = {**self.train(omega, config, batch_weight=step), "eta": eta}
+        return join_theta_t(get_weights(self.model), eta), len(self.y), metrics

@@ -1,0 +1,79 @@
+"""q-FFL: fair resource allocation in federated learning, through Flower's ``QFedAvg``.
+
+T. Li, M. Sanjabi, A. Beirami, V. Smith, "Fair Resource Allocation in Federated
+Learning", ICLR 2020. q-FFL minimises sum_k p_k F_k^{q+1}(w) / (q + 1); its q-FedAvg
+step (their Algorithm 3), with L = 1 / (client learning rate) and
+Delta w_k = L (w_t - w_k) from each client's local SGD:
+
+    Delta_k = F_k^q(w_t) Delta w_k,
+    h_k = q F_k^{q-1}(w_t) ||Delta w_k||^2 + L F_k^q(w_t),
+    w_{t+1} = w_t - sum_k Delta_k / sum_k h_k.
+
+Flower's ``QFedAvg`` implements exactly this step (``aggregate_qffl``) but feeds it one
+loss for every client: the server-side ``evaluate_fn`` loss of w_t. With the same F
+for all k the F^q factors cancel up to the step size and nothing is re-weighted
+towards the worse clients (and rounds where ``evaluate_fn`` returns None fail). ``QFFL``
+keeps Flower's class (its constructor, ``configure_fit`` and ``pre_weights``) and its
+``aggregate_qffl``; it only replaces the loss by each client's own F_k(w_t), reported
+as the fit metric ``received-loss`` (``CAFedClient``), as the paper (and its code)
+does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from flwr.common import FitRes, Parameters, Scalar, ndarrays_to_parameters, parameters_to_ndarrays
+from flwr.server.client_proxy import ClientProxy
+from flwr.server.strategy import QFedAvg
+from flwr.server.strategy.aggregate import aggregate_qffl
+
+from fedram_flwr.availability import PARTITION_ID
+from fedram_flwr.strategies.ca_fed import RECEIVED_LOSS
+
+
+def qffl_terms(
+    w: list[np.ndarray], w_k: list[np.ndarray], loss: float, q: float, lr: float
+) -> tuple[list[np.ndarray], float]:
+    """(Delta_k, h_k) of q-FedAvg for one client with loss F_k(w_t) (``QFedAvg``'s
+    formulas, 1e-10 added to F as Flower does)."""
+    grads = [(a - b) / lr for a, b in zip(w, w_k, strict=True)]
+    f = loss + 1e-10
+    sq_norm = float(sum(np.sum(np.square(g)) for g in grads))
+    return [f**q * g for g in grads], q * f ** (q - 1) * sq_norm + f**q / lr
+
+
+class QFFL(QFedAvg):
+    """Flower's ``QFedAvg`` with each client's own loss (see the module docstring).
+    Constructor: QFedAvg's (``q_param``, ``qffl_learning_rate`` = the clients' step
+    size, FedAvg's keyword arguments). Clients return their trained model and report
+    ``partition-id`` and ``received-loss`` in the fit metrics; results are taken in
+    partition-id order so the sums are reproducible across engines."""
+
+    def aggregate_fit(
+        self,
+        server_round: int,
+        results: list[tuple[ClientProxy, FitRes]],
+        failures: list[tuple[ClientProxy, FitRes] | BaseException],
+    ) -> tuple[Parameters | None, dict[str, Scalar]]:
+        if not results or (failures and not self.accept_failures):
+            return None, {}
+        if self.pre_weights is None:
+            raise AttributeError("QFFL: pre_weights are None in aggregate_fit")
+        ordered = sorted((res for _, res in results), key=lambda r: int(r.metrics[PARTITION_ID]))
+        terms = [
+            qffl_terms(
+                self.pre_weights,
+                parameters_to_ndarrays(r.parameters),
+                float(r.metrics[RECEIVED_LOSS]),
+                self.q_param,
+                self.learning_rate,
+            )
+            for r in ordered
+        ]
+        new = aggregate_qffl(self.pre_weights, [d for d, _ in terms], [h for _, h in terms])
+        metrics: dict[str, Scalar] = {}
+        if self.fit_metrics_aggregation_fn:
+            metrics = self.fit_metrics_aggregation_fn(
+                [(r.num_examples, r.metrics) for r in ordered]
+            )
+        return ndarrays_to_parameters(new), metrics
