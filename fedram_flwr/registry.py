@@ -560,9 +560,14 @@ ALGORITHMS.update(
 class ScheduledParams:
     """Shared by FedAR and its baselines: eta_t = training.lr * lr_decay^(t - 1) is the
     clients' step size in round t and FedAR's (MIFA's, FedVARP's) server step size.
-    FedAR Sec. 6.1 gives only eta_0 = 0.1; lr_decay = 1 keeps it constant."""
+    FedAR Sec. 6.1 gives only eta_0 = 0.1; lr_decay = 1 keeps it constant.
+    ``availability``: where the one baseline that weighs by p_i (FedAvg-IS) takes it
+    from, ``estimated`` online (CA-Fed's pi_hat) or ``oracle`` (the true p_i:
+    oracle-informed, as in FedAR's Sec. 6.1); shared so that one scenario can sweep
+    ``algorithm.name``. No other algorithm of this family reads p_i."""
 
     lr_decay: float = 1.0
+    availability: Literal["estimated", "oracle"] = "estimated"
 
     def check(self, scenario: Scenario) -> None:
         check_range("algorithm.params.lr_decay", self.lr_decay, 0.0, 1.0, lo_open=True)
@@ -604,12 +609,12 @@ class FedARParams(ScheduledParams):
 
 @dataclass(frozen=True)
 class FedAvgISParams(ScheduledParams):
-    """FedAvg-IS weighs each available client by 1 / p_i, the oracle's hidden
-    availability: it is oracle-informed by definition, and naming it in a scenario is
-    the opt-in (FedAR Sec. 6.1). FedAU is its counterpart that estimates p_i."""
+    """FedAvg-IS weighs each available client by 1 / p_i: the oracle's hidden p_i only
+    with ``availability: oracle`` (the opt-in), else CA-Fed's estimate."""
 
     def strategy_kwargs(self, exp: Any) -> dict[str, Any]:
-        return {**super().strategy_kwargs(exp), "availability": exp.hidden_law()}
+        kwargs = super().strategy_kwargs(exp)
+        return {**kwargs, "known_p": exp.hidden_law() if self.availability == "oracle" else None}
 
 
 @dataclass(frozen=True)

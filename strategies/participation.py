@@ -10,8 +10,10 @@ and they differ in omega_i:
 - FedAvg(S): at most S of the available clients, drawn uniformly, omega_i = N / |S_t|
   (the mean of their models, FedAR eq. 3 over S_t);
 - FedAvg-IS: omega_i = 1 / p_i, the inverse of client i's availability probability
-  (Horvitz-Thompson: unbiased for the mean over all N clients). It reads the oracle's
-  hidden p_i: it is oracle-informed by construction;
+  (Horvitz-Thompson: unbiased for the mean over all N clients). p_i is either the
+  oracle's true value (oracle-informed, as FedAR's paper runs it) or, by default, CA-Fed's
+  online estimate (Sec. IV-B, :func:`~fedram_flwr.strategies.ca_fed.pi_hat` with a
+  Beta(1, 1) prior): p_hat_i = (rounds in which i was available up to t + 1) / (t + 2);
 - FedAU: S. Wang, M. Ji, "A Lightweight Method for Tackling Unknown Participation
   Statistics in Federated Averaging", ICLR 2024 (arXiv:2306.03401), Algorithm 1 with
   its online weight estimation: omega_i is the mean of the participation intervals of
@@ -32,6 +34,7 @@ from flwr.common import FitIns, FitRes, Parameters, Scalar
 from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 
+from fedram_flwr.strategies.ca_fed import pi_hat
 from fedram_flwr.strategies.vector import VectorStrategy, client_id
 
 
@@ -102,17 +105,26 @@ class ReweightedFedAvg(VectorStrategy):
 
 
 class FedAvgIS(ReweightedFedAvg):
-    """FedAvg-IS: omega_i = 1 / p_i with the oracle's p_i (oracle-informed)."""
+    """FedAvg-IS: omega_i = 1 / p_i with the oracle's ``known_p`` (oracle-informed) or,
+    when it is ``None``, the estimate p_hat_i of round t, which counts round t itself
+    (as CA-Fed's server does; rounds in which nobody was available count as rounds)."""
 
-    def __init__(self, *, availability: Sequence[float], **kwargs) -> None:
+    def __init__(self, *, known_p: Sequence[float] | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
-        p = np.asarray(availability, dtype=float)
-        if p.shape != (self.num_clients,) or np.any(p <= 0) or np.any(p > 1):
-            raise ValueError(f"availability: need {self.num_clients} probabilities in (0, 1]")
-        self.inverse_p = 1.0 / p
+        if known_p is not None:
+            p = np.asarray(known_p, dtype=float)
+            if p.shape != (self.num_clients,) or np.any(p <= 0) or np.any(p > 1):
+                raise ValueError(
+                    f"oracle-informed p: need {self.num_clients} probabilities in (0, 1]"
+                )
+        self.known_p = None if known_p is None else p
+        self.active_counts = np.zeros(self.num_clients, dtype=np.int64)
 
     def weights(self, server_round, active, elapsed):
-        return self.inverse_p[active]
+        self.active_counts[active] += 1
+        if self.known_p is not None:
+            return 1.0 / self.known_p[active]
+        return 1.0 / pi_hat(self.active_counts, server_round, 1.0, 1.0)[active]
 
 
 class FedAvgSampled(ReweightedFedAvg):

@@ -71,22 +71,10 @@ def started_by(runs: list[RunDirectory]) -> tuple[set[str], dict[int, int]]:
     return tokens, tracked
 
 
-def test_in_process_and_flwr_engines_agree(tmp_path: Path) -> None:
-    before = flower_processes()
-    scenarios = {name: write_scenario(tmp_path, name, p) for name, p in CASES.items()}
-    with ThreadPoolExecutor(max_workers=len(CASES)) as pool:
-        futures = {
-            name: pool.submit(run_with_flwr, path, SEED, tmp_path / f"flwr-{name}", timeout=300)
-            for name, path in scenarios.items()
-        }
-        local = {
-            name: run_in_process(load_scenario(path), SEED, tmp_path / f"local-{name}")
-            for name, path in scenarios.items()
-        }
-        flwr = {name: future.result() for name, future in futures.items()}
-
-    # No process any flwr run started survives it (by token, tracked pid and ps diff).
-    tokens, tracked = started_by(list(flwr.values()))
+def assert_nothing_left(before: dict[int, str], runs: list[RunDirectory]) -> None:
+    """No process the flwr ``runs`` started survives them (by token, tracked pid and a
+    diff of the Flower/Ray processes against ``before``)."""
+    tokens, tracked = started_by(runs)
     new = {pid: cmd for pid, cmd in flower_processes().items() if pid not in before}
     ours = {
         pid: cmd
@@ -102,6 +90,23 @@ def test_in_process_and_flwr_engines_agree(tmp_path: Path) -> None:
         if (info := read_proc(pid)) is not None and info.start == start and info.state != "Z"
     }
     assert not alive, f"processes started by the flwr runs still alive: {alive}"
+
+
+def test_in_process_and_flwr_engines_agree(tmp_path: Path) -> None:
+    before = flower_processes()
+    scenarios = {name: write_scenario(tmp_path, name, p) for name, p in CASES.items()}
+    with ThreadPoolExecutor(max_workers=len(CASES)) as pool:
+        futures = {
+            name: pool.submit(run_with_flwr, path, SEED, tmp_path / f"flwr-{name}", timeout=300)
+            for name, path in scenarios.items()
+        }
+        local = {
+            name: run_in_process(load_scenario(path), SEED, tmp_path / f"local-{name}")
+            for name, path in scenarios.items()
+        }
+        flwr = {name: future.result() for name, future in futures.items()}
+
+    assert_nothing_left(before, list(flwr.values()))
 
     for name in CASES:
         a, b = local[name], flwr[name]

@@ -13,8 +13,9 @@ import pytest
 from flwr.common import Code, FitRes, Status, ndarrays_to_parameters, parameters_to_ndarrays
 
 from fedram_flwr.availability import PARTITION_ID
-from fedram_flwr.config import Scenario
+from fedram_flwr.config import Scenario, ScenarioError
 from fedram_flwr.engine import run_in_process
+from fedram_flwr.experiment import Experiment
 from fedram_flwr.strategies import MIFA, FedAR, FedAU, FedAvgIS, FedAvgSampled, FedVARP
 from fedram_flwr.strategies.fedar import fedar_direction, fedar_weights, g_convex, g_nonconvex
 from fedram_flwr.strategies.participation import (
@@ -224,11 +225,37 @@ def test_reweighted_step_and_fedavg_is() -> None:
     w = np.zeros(DIM, np.float32)
     got = reweighted_step(w, [np.full(DIM, 2.0), np.full(DIM, 4.0)], [1.0, 5.0], num_clients=4)
     np.testing.assert_allclose(got, (1 * 2 + 5 * 4) / 4)
-    s = make(FedAvgIS, 4, w0=0.0, availability=[1.0, 0.5, 0.25, 0.2])
+    s = make(FedAvgIS, 4, w0=0.0, known_p=[1.0, 0.5, 0.25, 0.2])
     s.aggregate_fit(1, [fit_res(1, np.full(DIM, 1.0)), fit_res(3, np.full(DIM, 2.0))], [])
     np.testing.assert_allclose(s.w, (2 * 1 + 5 * 2) / 4)
     with pytest.raises(ValueError, match="probabilities"):
-        make(FedAvgIS, 2, availability=[0.5, 0.0])
+        make(FedAvgIS, 2, known_p=[0.5, 0.0])
+
+
+def test_fedavg_is_estimates_p_from_the_rounds_it_has_seen() -> None:
+    # Beta(1, 1) prior: p_hat = (rounds available up to t + 1) / (t + 2), round t included.
+    s = make(FedAvgIS, 2, w0=0.0)
+    s.aggregate_fit(1, [fit_res(0, np.ones(DIM)), fit_res(1, np.ones(DIM))], [])
+    # Round 1: p_hat = 2/3 for both, w = -(1/2) (3/2 + 3/2) (0 - 1) = 1.5.
+    np.testing.assert_allclose(s.w, 1.5)
+    s.aggregate_fit(4, [fit_res(1, np.full(DIM, 2.5))], [])  # rounds 2, 3: nobody
+    # Round 4: client 1 seen twice in 4 rounds, p_hat = 3/6, omega = 2: w = 1.5 + 1.
+    np.testing.assert_allclose(s.w, 2.5)
+    assert s.active_counts.tolist() == [1, 2]
+
+
+def test_fedavg_is_reads_the_hidden_law_only_when_told(tiny_gaussian: Scenario) -> None:
+    scenario = tiny_gaussian.with_overrides(
+        {
+            "availability": {"oracle": "bernoulli", "params": {"p": [1.0, 0.5, 0.25]}},
+            "algorithm": {"name": "fedavg-is", "params": {}},
+        }
+    )
+    assert Experiment(scenario, 0).strategy().known_p is None
+    oracle = scenario.with_overrides({"algorithm.params.availability": "oracle"})
+    np.testing.assert_array_equal(Experiment(oracle, 0).strategy().known_p, [1.0, 0.5, 0.25])
+    with pytest.raises(ScenarioError, match="algorithm.params.availability.*estimated"):
+        scenario.with_overrides({"algorithm.params.availability": "true"})
 
 
 def test_subsample_is_seeded_and_bounded() -> None:
@@ -284,7 +311,7 @@ def always_available(tmp_path_factory, tiny_gaussian: Scenario):
         ("fedar", {}),
         ("mifa", {}),
         ("fedvarp", {}),
-        ("fedavg-is", {}),
+        ("fedavg-is", {"availability": "oracle"}),
         ("fedau", {}),
         ("fedavg-s", {"max_clients": 3}),
     ],
