@@ -162,6 +162,4 @@ def api_examples() -> list[str]:
 @pytest.mark.parametrize("index", range(len(api_examples())))
 def test_api_doc_examples_run(index: int) -> None:
     code = api_examples()[index]
-    if "rc_fl" in code and importlib.util.find_spec("fedram_flwr.strategies.rc_fl") is None:
-        pytest.skip("fedram_flwr.strategies.rc_fl (rFedFair) is not in this branch yet")
     exec(compile(code, f"docs/API.md example {index}", "exec"), {"np": np})
