@@ -9,18 +9,13 @@ no process they started may be alive (as in test_engines.py)."""
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import yaml
-from test_engines import final_arrays, relayed, started_by
-
-from fedram_flwr.config import load_scenario
-from fedram_flwr.engine import run_in_process
-from fedram_flwr.flwr_engine import read_proc, run_with_flwr
+from test_engines import final_arrays, relayed, run_both_engines
 
 pytestmark = pytest.mark.flwr
 
@@ -42,24 +37,7 @@ def test_ca_fed_runs_the_same_in_both_engines(tmp_path: Path, ca_fed_dict) -> No
         raw.update(name=name, algorithm=algorithm)
         paths[name] = tmp_path / f"{name}.yaml"
         paths[name].write_text(yaml.safe_dump(raw, sort_keys=False))
-    with ThreadPoolExecutor(max_workers=len(CASES)) as pool:
-        futures = {
-            name: pool.submit(run_with_flwr, path, SEED, tmp_path / f"flwr-{name}", timeout=300)
-            for name, path in paths.items()
-        }
-        local = {
-            name: run_in_process(load_scenario(path), SEED, tmp_path / f"local-{name}")
-            for name, path in paths.items()
-        }
-        flwr = {name: future.result() for name, future in futures.items()}
-
-    _, tracked = started_by(list(flwr.values()))
-    alive = {
-        pid: info.cmd
-        for pid, start in tracked.items()
-        if (info := read_proc(pid)) is not None and info.start == start and info.state != "Z"
-    }
-    assert tracked and not alive, f"processes started by the flwr runs still alive: {alive}"
+    local, flwr = run_both_engines(paths, tmp_path, SEED)
 
     for name in CASES:
         a, b = local[name], flwr[name]

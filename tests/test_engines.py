@@ -92,21 +92,29 @@ def assert_nothing_left(before: dict[int, str], runs: list[RunDirectory]) -> Non
     assert not alive, f"processes started by the flwr runs still alive: {alive}"
 
 
-def test_in_process_and_flwr_engines_agree(tmp_path: Path) -> None:
+def run_both_engines(
+    scenarios: dict[str, Path], out: Path, seed: int = SEED
+) -> tuple[dict[str, RunDirectory], dict[str, RunDirectory]]:
+    """Run each scenario in-process and under ``flwr run`` (those in parallel, each with
+    its own SuperLink); check that no process the flwr runs started survives them."""
     before = flower_processes()
-    scenarios = {name: write_scenario(tmp_path, name, p) for name, p in CASES.items()}
-    with ThreadPoolExecutor(max_workers=len(CASES)) as pool:
+    with ThreadPoolExecutor(max_workers=len(scenarios)) as pool:
         futures = {
-            name: pool.submit(run_with_flwr, path, SEED, tmp_path / f"flwr-{name}", timeout=300)
+            name: pool.submit(run_with_flwr, path, seed, out / f"flwr-{name}", timeout=300)
             for name, path in scenarios.items()
         }
         local = {
-            name: run_in_process(load_scenario(path), SEED, tmp_path / f"local-{name}")
+            name: run_in_process(load_scenario(path), seed, out / f"local-{name}")
             for name, path in scenarios.items()
         }
         flwr = {name: future.result() for name, future in futures.items()}
-
     assert_nothing_left(before, list(flwr.values()))
+    return local, flwr
+
+
+def test_in_process_and_flwr_engines_agree(tmp_path: Path) -> None:
+    scenarios = {name: write_scenario(tmp_path, name, p) for name, p in CASES.items()}
+    local, flwr = run_both_engines(scenarios, tmp_path)
 
     for name in CASES:
         a, b = local[name], flwr[name]

@@ -14,7 +14,6 @@ no tolerance is needed (a float difference would be a real divergence).
 from __future__ import annotations
 
 import copy
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +21,7 @@ import numpy as np
 import pytest
 import yaml
 from conftest import TINY_GAUSSIAN
-from test_engines import SEED, assert_nothing_left, final_arrays, relayed
-
-from fedram_flwr.config import load_scenario
-from fedram_flwr.engine import run_in_process
-from fedram_flwr.flwr_engine import flower_processes, run_with_flwr
+from test_engines import SEED, final_arrays, relayed, run_both_engines
 
 pytestmark = pytest.mark.flwr
 
@@ -54,19 +49,8 @@ def write_scenario(tmp_path: Path, name: str, algorithm: dict[str, Any]) -> Path
 
 
 def test_fedar_and_scaffold_agree_across_engines(tmp_path: Path) -> None:
-    before = flower_processes()
     scenarios = {name: write_scenario(tmp_path, name, a) for name, a in CASES.items()}
-    with ThreadPoolExecutor(max_workers=len(CASES)) as pool:
-        futures = {
-            name: pool.submit(run_with_flwr, path, SEED, tmp_path / f"flwr-{name}", timeout=300)
-            for name, path in scenarios.items()
-        }
-        local = {
-            name: run_in_process(load_scenario(path), SEED, tmp_path / f"local-{name}")
-            for name, path in scenarios.items()
-        }
-        flwr = {name: future.result() for name, future in futures.items()}
-    assert_nothing_left(before, list(flwr.values()))
+    local, flwr = run_both_engines(scenarios, tmp_path)
 
     for name in CASES:
         a, b = local[name], flwr[name]

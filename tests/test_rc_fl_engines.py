@@ -12,11 +12,7 @@ import numpy as np
 import pytest
 import yaml
 from conftest import TINY_GAUSSIAN
-from test_engines import final_arrays, relayed, started_by
-
-from fedram_flwr.config import load_scenario
-from fedram_flwr.engine import run_in_process
-from fedram_flwr.flwr_engine import flower_processes, read_proc, run_with_flwr
+from test_engines import final_arrays, relayed, run_both_engines
 
 pytestmark = pytest.mark.flwr
 
@@ -37,18 +33,8 @@ def test_rfedfair_runs_the_same_in_both_engines(tmp_path: Path) -> None:
     }
     path = tmp_path / "tiny-rfedfair.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
-    before = flower_processes()
-    flwr = run_with_flwr(path, 0, tmp_path / "flwr", timeout=300)
-    local = run_in_process(load_scenario(path), 0, tmp_path / "local")
-
-    _, tracked = started_by([flwr])
-    alive = {
-        pid: info.cmd
-        for pid, start in tracked.items()
-        if (info := read_proc(pid)) is not None and info.start == start and info.state != "Z"
-    }
-    assert not alive, f"processes started by the flwr run still alive: {alive}"
-    assert not set(tracked) & (set(flower_processes()) - set(before))
+    local_runs, flwr_runs = run_both_engines({"rfedfair": path}, tmp_path, 0)
+    local, flwr = local_runs["rfedfair"], flwr_runs["rfedfair"]
 
     assert local.status() == flwr.status() == "complete"
     assert relayed(local) == relayed(flwr) and len(relayed(local)) == 4
