@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from flwr.common import NDArrays, Scalar
 
 from fedram_flwr.clients.erm import ERMClient
@@ -24,15 +26,37 @@ class CVaRClient(ERMClient):
     """
 
     def fit(self, parameters: NDArrays, config: dict[str, Scalar]):
-        theta, t = split_theta_t(parameters)
         alpha, gamma = float(config["cvar-alpha"]), float(config["cvar-gamma"])
-        lr_t = float(config["lr-t"])
+        return train_with_threshold(
+            self,
+            parameters,
+            config,
+            lambda loss, t: cvar_gradient_weights(loss, t, alpha, gamma),
+            lr=float(config["lr-t"]),
+            name="t",
+        )
 
-        def step(loss: float) -> float:
-            nonlocal t
-            d_theta, d_t = cvar_gradient_weights(loss, t, alpha, gamma)
-            t -= lr_t * d_t
-            return d_theta
 
-        metrics = {**self.train(theta, config, batch_weight=step), "t": t}
-        return join_theta_t(get_weights(self.model), t), len(self.y), metrics
+def train_with_threshold(
+    client: ERMClient,
+    parameters: NDArrays,
+    config: dict[str, Scalar],
+    gradient_weights: Callable[[float, float], tuple[float, float]],
+    *,
+    lr: float,
+    name: str,
+):
+    """Fit (theta, s) jointly, s the scalar threshold sent as the last array (Fed-CVaR-Avg's
+    t, RC-FL's eta): per mini-batch with mean loss f_b, (w, d_s) = gradient_weights(f_b, s)
+    scales the batch's theta-gradient by w, and s <- s - lr * d_s. Returns Flower's fit
+    triple with (theta, s) and the metric ``name`` = s."""
+    theta, s = split_theta_t(parameters)
+
+    def step(loss: float) -> float:
+        nonlocal s
+        d_theta, d_s = gradient_weights(loss, s)
+        s -= lr * d_s
+        return d_theta
+
+    metrics = {**client.train(theta, config, batch_weight=step), name: s}
+    return join_theta_t(get_weights(client.model), s), len(client.y), metrics

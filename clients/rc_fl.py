@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from flwr.common import NDArrays, Scalar
 
+from fedram_flwr.clients.cvar import train_with_threshold
 from fedram_flwr.clients.erm import ERMClient
-from fedram_flwr.models import get_weights
-from fedram_flwr.strategies.fed_cvar_avg import join_theta_t, split_theta_t
 from fedram_flwr.strategies.rc_fl import (
     ALPHA_KEY,
     LR_ETA_KEY,
@@ -32,16 +31,14 @@ class RCFLClient(ERMClient):
     """
 
     def fit(self, parameters: NDArrays, config: dict[str, Scalar]):
-        omega, eta = split_theta_t(parameters)
         alpha, p = float(config[ALPHA_KEY]), float(config[P_KEY])
         check_alpha([alpha], [p], f"alpha of client {self.partition_id}")
-        mu, lr_eta = float(config[MU_KEY]), float(config[LR_ETA_KEY])
-
-        def step(loss: float) -> float:
-            nonlocal eta
-            d_omega, d_eta = rcfl_gradient_weights(loss, eta, alpha, mu)
-            eta -= lr_eta * d_eta
-            return d_omega
-
-        metrics = {**self.train(omega, config, batch_weight=step), "eta": eta}
-        return join_theta_t(get_weights(self.model), eta), len(self.y), metrics
+        mu = float(config[MU_KEY])
+        return train_with_threshold(
+            self,
+            parameters,
+            config,
+            lambda loss, eta: rcfl_gradient_weights(loss, eta, alpha, mu),
+            lr=float(config[LR_ETA_KEY]),
+            name="eta",
+        )

@@ -29,7 +29,7 @@ from flwr.server.strategy.aggregate import aggregate
 
 from fedram_flwr.availability import PARTITION_ID
 from fedram_flwr.strategies.ca_fed import RECEIVED_LOSS
-from fedram_flwr.strategies.fedavg import FedAvg
+from fedram_flwr.strategies.fedavg import FedAvg, in_partition_order
 
 
 def project_simplex(v: np.ndarray) -> np.ndarray:
@@ -83,7 +83,7 @@ class AFL(FedAvg):
     ) -> tuple[Parameters | None, dict[str, Scalar]]:
         if not results or (failures and not self.accept_failures):
             return None, {}
-        ordered = sorted((res for _, res in results), key=lambda r: int(r.metrics[PARTITION_ID]))
+        ordered = in_partition_order(results)
         ids = [int(r.metrics[PARTITION_ID]) for r in ordered]
         weights = self.lam[ids]
         new = None  # every returning client has lambda_k = 0: the model stays

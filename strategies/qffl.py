@@ -27,8 +27,8 @@ from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import QFedAvg
 from flwr.server.strategy.aggregate import aggregate_qffl
 
-from fedram_flwr.availability import PARTITION_ID
 from fedram_flwr.strategies.ca_fed import RECEIVED_LOSS
+from fedram_flwr.strategies.fedavg import in_partition_order
 
 
 def qffl_terms(
@@ -59,7 +59,7 @@ class QFFL(QFedAvg):
             return None, {}
         if self.pre_weights is None:
             raise AttributeError("QFFL: pre_weights are None in aggregate_fit")
-        ordered = sorted((res for _, res in results), key=lambda r: int(r.metrics[PARTITION_ID]))
+        ordered = in_partition_order(results)
         terms = [
             qffl_terms(
                 self.pre_weights,

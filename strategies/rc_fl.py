@@ -49,7 +49,7 @@ from flwr.server.strategy.aggregate import aggregate
 
 from fedram_flwr.availability import PARTITION_ID
 from fedram_flwr.strategies.fed_cvar_avg import join_theta_t, split_theta_t
-from fedram_flwr.strategies.fedavg import FedAvg
+from fedram_flwr.strategies.fedavg import FedAvg, in_partition_order
 
 NUM_EXAMPLES = "num-examples"
 ALPHA_KEY, P_KEY, MU_KEY, LR_ETA_KEY = "rcfl-alpha", "rcfl-p", "rcfl-mu", "lr-eta"
@@ -269,7 +269,7 @@ class RFedFair(FedAvg):
     ) -> tuple[Parameters | None, dict[str, Scalar]]:
         if not results or (failures and not self.accept_failures):
             return None, {}
-        ordered = sorted((res for _, res in results), key=lambda r: int(r.metrics[PARTITION_ID]))
+        ordered = in_partition_order(results)
         full = self.clients_per_round is None
         weighted = [
             (
