@@ -9,10 +9,15 @@ from flwr.server.strategy import FedAvg as FlowerFedAvg
 from fedram_flwr.availability import PARTITION_ID
 
 
+def client_id(res: FitRes) -> int:
+    """The partition id a client reports in its fit metrics."""
+    return int(res.metrics[PARTITION_ID])
+
+
 def in_partition_order(results: list[tuple[ClientProxy, FitRes]]) -> list[FitRes]:
     """The results' ``FitRes`` by the clients' partition ids: sums over them are the same
     in every engine, whatever order the replies arrived in."""
-    return sorted((res for _, res in results), key=lambda r: int(r.metrics[PARTITION_ID]))
+    return sorted((res for _, res in results), key=client_id)
 
 
 class FedAvg(FlowerFedAvg):

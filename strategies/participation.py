@@ -35,7 +35,8 @@ from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 
 from fedram_flwr.strategies.ca_fed import pi_hat
-from fedram_flwr.strategies.vector import VectorStrategy, client_id
+from fedram_flwr.strategies.fedavg import client_id
+from fedram_flwr.strategies.vector import VectorStrategy
 
 
 # ------------------------------------------------------------------ pure functions

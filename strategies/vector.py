@@ -25,8 +25,7 @@ from flwr.common import (
 from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 
-from fedram_flwr.availability import PARTITION_ID
-from fedram_flwr.strategies.fedavg import FedAvg
+from fedram_flwr.strategies.fedavg import FedAvg, client_id, in_partition_order
 
 
 # ------------------------------------------------------------------ pure functions
@@ -45,10 +44,6 @@ def step_size(lr: float, lr_decay: float, server_round: int) -> float:
     """eta_t = eta_0 * decay^(t - 1): the clients' step size in round t, and FedAR's
     server step (eq. 7). FedAR Sec. 6.1 gives only eta_0 = 0.1; decay 1 keeps it."""
     return lr * lr_decay ** (server_round - 1)
-
-
-def client_id(res: FitRes) -> int:
-    return int(res.metrics[PARTITION_ID])
 
 
 class VectorStrategy(FedAvg):
@@ -121,7 +116,7 @@ class VectorStrategy(FedAvg):
     ) -> tuple[Parameters | None, dict[str, Scalar]]:
         if failures and not self.accept_failures:
             return None, {}
-        ordered = sorted((res for _, res in results), key=client_id)
+        ordered = in_partition_order(results)
         elapsed, self.last_round = server_round - self.last_round, server_round
         diagnostics = self.step(server_round, ordered, elapsed)
         metrics: dict[str, Scalar] = {}
