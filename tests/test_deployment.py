@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
+from test_engines import final_arrays
 
 from fedram_flwr.app_config import APP_ROOT
 from fedram_flwr.config import load_scenario
@@ -52,11 +53,6 @@ def write_scenario(tmp_path: Path, source: str, name: str, **fields: Any) -> Pat
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return path
-
-
-def final_arrays(run: RunDirectory) -> list[np.ndarray]:
-    with np.load(run.path / "final_model.npz") as npz:
-        return [npz[f"arr_{i}"] for i in range(len(npz.files))]
 
 
 def rounds(run: RunDirectory) -> list[dict[str, Any]]:
