@@ -9,8 +9,8 @@ from flwr.client import NumPyClient
 from flwr.common import NDArrays, RecordDict, Scalar
 from torch import nn
 
-from fedram_flwr.availability import PARTITION_ID
 from fedram_flwr.models import get_weights, set_weights
+from fedram_flwr.protocol import PARTITION_ID
 from fedram_flwr.training import client_rng, local_sgd
 
 

@@ -46,7 +46,8 @@ from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.criterion import Criterion
 
-PARTITION_ID = "partition-id"
+from fedram_flwr.protocol import PARTITION_ID  # noqa: F401  (re-exported)
+from fedram_flwr.rng import stream
 
 
 class AvailabilityError(RuntimeError):
@@ -221,7 +222,7 @@ def ram_probabilities(
 
 def ram_relay(rho: np.ndarray, m: int, seed: int, server_round: int) -> list[int]:
     """The RAM's draw for one round: m distinct clients, i.i.d. across rounds, by rho."""
-    rng = np.random.default_rng([seed, server_round, 0x5A3])
+    rng = stream("ram-relay", seed, server_round)
     return sorted(int(i) for i in rng.choice(len(rho), size=m, replace=False, p=rho))
 
 
@@ -405,7 +406,7 @@ class MarkovClientManager(OracleClientManager):
             raise ValueError(f"rounds start at 1, got {server_round}")
         n = self._chain_pi.size
         while len(self._bits) < server_round:
-            u = np.random.default_rng([self.seed, len(self._bits) + 1, 0x3A7]).random(n)
+            u = stream("markov-step", self.seed, len(self._bits) + 1).random(n)
             self._state = u < markov_activation(self._chain_pi, self._chain_lam, self._state)
             self._bits.append(np.packbits(self._state))
         return np.unpackbits(self._bits[server_round - 1], count=n).astype(bool)
@@ -607,7 +608,7 @@ def connected_sample(
     ids = sorted(int(i) for i in connected)
     if m is None or len(ids) <= m:
         return ids
-    rng = np.random.default_rng([seed, server_round, 0xC0C])
+    rng = stream("connected-sample", seed, server_round)
     return sorted(int(i) for i in rng.choice(ids, size=m, replace=False))
 
 

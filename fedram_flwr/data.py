@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from fedram_flwr.config import DataConfig, ScenarioError
+from fedram_flwr.rng import stream
 
 DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
 _TORCHVISION_CLASS = {"fashion-mnist": "FashionMNIST", "mnist": "MNIST"}
@@ -388,7 +389,7 @@ def load_image_dataset(name: str, root: Path, train: bool) -> tuple[np.ndarray, 
 @lru_cache(maxsize=4)
 def load_federated_data(cfg: DataConfig, rare_clients: tuple[int, ...], seed: int) -> FederatedData:
     """Build every client's data and the test set; cached per (config, seed)."""
-    rng = np.random.default_rng([seed, 0xDA7A])
+    rng = stream("data-split", seed)
     if cfg.dataset == "synthetic":
         return synthetic_federated_data(cfg, rare_clients, rng)
     if cfg.dataset == "gaussian2d":
@@ -442,7 +443,7 @@ def load_federated_data(cfg: DataConfig, rare_clients: tuple[int, ...], seed: in
             f"data: clients {empty} received no training samples; give them classes or "
             "use fewer clients"
         )
-    test_rng = np.random.default_rng([seed, 0x7E57])
+    test_rng = stream("test-split", seed)
     if cfg.client_split is not None:
         splits = [split_fractions(p.size, cfg.client_split, test_rng) for p in parts]
         train_parts = [p[np.sort(train)] for p, (train, _, _) in zip(parts, splits)]

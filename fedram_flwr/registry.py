@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from fedram_flwr.config import ScenarioError, build_params, check_range
+from fedram_flwr.rng import stream
 
 if TYPE_CHECKING:
     from fedram_flwr.availability import OracleClientManager
@@ -68,7 +69,7 @@ def ram_rho(scenario: Scenario, seed: int) -> np.ndarray:
     params: RAMParams = oracle_params(scenario)
     if params.rho is not None:
         return np.asarray(params.rho, dtype=float)
-    rng = np.random.default_rng([seed, 0x4A3])
+    rng = stream("ram-rho", seed)
     try:
         return ram_probabilities(
             scenario.data.num_clients, scenario.data.num_rare_clients, rng, params.rare_rho
@@ -192,7 +193,7 @@ class MarkovParams:
         from fedram_flwr.availability import MarkovClientManager, ca_fed_markov_law
 
         if self.pi is None:
-            rng = np.random.default_rng([seed, 0xCAFED])
+            rng = stream("markov-law", seed)
             pi, lam = ca_fed_markov_law(scenario.data.num_clients, self.g, self.nu, self.eps, rng)
         else:
             pi, lam = np.asarray(self.pi, dtype=float), np.asarray(self.lam, dtype=float)

@@ -10,6 +10,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from fedram_flwr.rng import stream
+
 
 def local_sgd(
     model: nn.Module,
@@ -87,4 +89,4 @@ def predict_logits(model: nn.Module, x: np.ndarray, batch_size: int = 4096) -> t
 
 def client_rng(seed: int, server_round: int, partition_id: int) -> np.random.Generator:
     """The generator of one client's draws in one round: seeded from (seed, round, id)."""
-    return np.random.default_rng([seed, server_round, partition_id, 0xC11E])
+    return stream("client-batches", seed, server_round, partition_id)

@@ -27,7 +27,7 @@ from flwr.common import (
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy.aggregate import aggregate
 
-from fedram_flwr.availability import PARTITION_ID
+from fedram_flwr.protocol import PARTITION_ID
 from fedram_flwr.strategies.ca_fed import RECEIVED_LOSS
 from fedram_flwr.strategies.fedavg import FedAvg, in_partition_order
 

@@ -37,7 +37,7 @@ from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import FedAvg as FlowerFedAvg
 from numpy.typing import ArrayLike
 
-from fedram_flwr.availability import PARTITION_ID
+from fedram_flwr.protocol import PARTITION_ID
 
 RECEIVED_LOSS = "received-loss"  # fit metric: F_k^(t), the loss at the received model
 LOCAL_OPTIMUM = "local-optimum-loss"  # fit metric: F_k*, the client's minimum local loss

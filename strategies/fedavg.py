@@ -6,7 +6,7 @@ from flwr.common import FitRes, Parameters, Scalar
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import FedAvg as FlowerFedAvg
 
-from fedram_flwr.availability import PARTITION_ID
+from fedram_flwr.protocol import PARTITION_ID
 
 
 def client_id(res: FitRes) -> int:

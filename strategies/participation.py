@@ -34,6 +34,7 @@ from flwr.common import FitIns, FitRes, Parameters, Scalar
 from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 
+from fedram_flwr.rng import stream
 from fedram_flwr.strategies.ca_fed import pi_hat
 from fedram_flwr.strategies.fedavg import client_id
 from fedram_flwr.strategies.vector import VectorStrategy
@@ -55,7 +56,7 @@ def subsample(num_available: int, max_clients: int, seed: int, server_round: int
     uniformly without replacement from a generator seeded by (seed, round)."""
     if num_available <= max_clients:
         return np.arange(num_available)
-    rng = np.random.default_rng([seed, server_round, 0x5A3])
+    rng = stream("fedavg-s-subsample", seed, server_round)
     return np.sort(rng.choice(num_available, size=max_clients, replace=False))
 
 

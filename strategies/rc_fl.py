@@ -47,7 +47,8 @@ from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy.aggregate import aggregate
 
-from fedram_flwr.availability import PARTITION_ID
+from fedram_flwr.protocol import PARTITION_ID
+from fedram_flwr.rng import stream
 from fedram_flwr.strategies.fed_cvar_avg import join_theta_t, split_theta_t
 from fedram_flwr.strategies.fedavg import FedAvg, in_partition_order
 
@@ -133,7 +134,7 @@ def draw_with_replacement(p: np.ndarray, k: int, seed: int, server_round: int) -
     """Partial participation (Sec. 4, after Li et al. 2020b): K draws with replacement
     by p (normalised), from a generator seeded by (seed, round). Returns position ->
     multiplicity."""
-    rng = np.random.default_rng([seed, server_round, 0x2CF1])
+    rng = stream("rcfl-draws", seed, server_round)
     drawn = rng.choice(len(p), size=k, replace=True, p=p / p.sum())
     values, counts = np.unique(drawn, return_counts=True)
     return {int(v): int(c) for v, c in zip(values, counts)}

@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
-from test_engines import final_arrays, relayed, run_both_engines
+
+from tests.helpers import final_arrays, relayed, run_both_engines
 
 pytestmark = pytest.mark.flwr
 

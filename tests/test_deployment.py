@@ -27,7 +27,6 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
-from test_engines import final_arrays
 
 from fedram_flwr.app_config import APP_ROOT
 from fedram_flwr.config import load_scenario
@@ -39,6 +38,7 @@ from fedram_flwr.flwr_engine import (
     surviving_processes,
 )
 from fedram_flwr.outputs import RunDirectory
+from tests.helpers import final_arrays
 
 pytestmark = pytest.mark.flwr
 

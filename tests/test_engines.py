@@ -11,8 +11,6 @@ process they started may be left.
 
 from __future__ import annotations
 
-import json
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -21,20 +19,10 @@ import pytest
 import yaml
 
 from fedram_flwr.app_config import APP_ROOT
-from fedram_flwr.config import load_scenario
-from fedram_flwr.engine import run_in_process
-from fedram_flwr.flwr_engine import (
-    TOKEN_ENV,
-    flower_processes,
-    has_env,
-    read_proc,
-    run_with_flwr,
-)
-from fedram_flwr.outputs import RunDirectory
+from tests.helpers import SEED, final_arrays, relayed, run_both_engines
 
 pytestmark = pytest.mark.flwr
 
-SEED = 0
 CASES: dict[str, dict[str, Any]] = {
     "one-relayed": {},
     "two-relayed": {"clients_per_round": 2},
@@ -50,66 +38,6 @@ def write_scenario(tmp_path: Path, name: str, availability_params: dict[str, Any
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return path
-
-
-def final_arrays(run: RunDirectory) -> list[np.ndarray]:
-    with np.load(run.path / "final_model.npz") as npz:
-        return [npz[f"arr_{i}"] for i in range(len(npz.files))]
-
-
-def relayed(run: RunDirectory) -> list[tuple[int, list[int]]]:
-    return [(row["round"], row["relayed"]) for row in run.read_metrics() if row["round"] > 0]
-
-
-def started_by(runs: list[RunDirectory]) -> tuple[set[str], dict[int, int]]:
-    """Tokens and tracked (pid -> start time) the flwr runs recorded."""
-    tokens, tracked = set(), {}
-    for run in runs:
-        record = json.loads((run.path / "flwr-logs" / "processes.json").read_text())
-        tokens.add(record["token"])
-        tracked.update({p["pid"]: p["start"] for p in record["processes"]})
-    return tokens, tracked
-
-
-def assert_nothing_left(before: dict[int, str], runs: list[RunDirectory]) -> None:
-    """No process the flwr ``runs`` started survives them (by token, tracked pid and a
-    diff of the Flower/Ray processes against ``before``)."""
-    tokens, tracked = started_by(runs)
-    new = {pid: cmd for pid, cmd in flower_processes().items() if pid not in before}
-    ours = {
-        pid: cmd
-        for pid, cmd in new.items()
-        if any(has_env(pid, TOKEN_ENV, t) for t in tokens)
-        or ((info := read_proc(pid)) is not None and tracked.get(pid) == info.start)
-    }
-    assert not ours, f"Flower/Ray processes left by the test: {ours}"
-    assert tracked, "the flwr runs recorded no processes"
-    alive = {
-        pid: info.cmd
-        for pid, start in tracked.items()
-        if (info := read_proc(pid)) is not None and info.start == start and info.state != "Z"
-    }
-    assert not alive, f"processes started by the flwr runs still alive: {alive}"
-
-
-def run_both_engines(
-    scenarios: dict[str, Path], out: Path, seed: int = SEED
-) -> tuple[dict[str, RunDirectory], dict[str, RunDirectory]]:
-    """Run each scenario in-process and under ``flwr run`` (those in parallel, each with
-    its own SuperLink); check that no process the flwr runs started survives them."""
-    before = flower_processes()
-    with ThreadPoolExecutor(max_workers=len(scenarios)) as pool:
-        futures = {
-            name: pool.submit(run_with_flwr, path, seed, out / f"flwr-{name}", timeout=300)
-            for name, path in scenarios.items()
-        }
-        local = {
-            name: run_in_process(load_scenario(path), seed, out / f"local-{name}")
-            for name, path in scenarios.items()
-        }
-        flwr = {name: future.result() for name, future in futures.items()}
-    assert_nothing_left(before, list(flwr.values()))
-    return local, flwr
 
 
 def test_in_process_and_flwr_engines_agree(tmp_path: Path) -> None:

@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
-from conftest import TINY_GAUSSIAN
-from test_engines import SEED, final_arrays, relayed, run_both_engines
+
+from tests.helpers import SEED, TINY_GAUSSIAN, final_arrays, relayed, run_both_engines
 
 pytestmark = pytest.mark.flwr
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from conftest import TINY_GAUSSIAN
-from test_engines import final_arrays, relayed, run_both_engines
+
+from tests.helpers import TINY_GAUSSIAN, final_arrays, relayed, run_both_engines
 
 pytestmark = pytest.mark.flwr
 

@@ -17,13 +17,13 @@ from flwr.common import (
 )
 from torch.nn import functional as F
 
-from fedram_flwr.availability import PARTITION_ID
 from fedram_flwr.clients import ScaffoldClient
 from fedram_flwr.clients.scaffold import CONTROL_KEY
 from fedram_flwr.config import Scenario
 from fedram_flwr.engine import InProcessClientProxy, node_context
 from fedram_flwr.experiment import Experiment
 from fedram_flwr.models import build_model, get_weights
+from fedram_flwr.protocol import PARTITION_ID
 from fedram_flwr.strategies import Scaffold
 from fedram_flwr.strategies.scaffold import scaffold_control_update, scaffold_server_update
 

@@ -1,0 +1,148 @@
+"""Helpers the tests share: tiny scenarios, reading run folders, running both engines.
+
+Imported as ``tests.helpers`` (``tests`` is a package; pytest puts the repository root on
+``sys.path``); fixtures that wrap these live in ``tests/conftest.py``.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedram_flwr.config import load_scenario
+from fedram_flwr.engine import run_in_process
+from fedram_flwr.flwr_engine import (
+    TOKEN_ENV,
+    flower_processes,
+    has_env,
+    read_proc,
+    run_with_flwr,
+)
+from fedram_flwr.outputs import RunDirectory
+
+SEED = 0
+
+# Fig. 2a shrunk: K=3 users holding one 2-D Gaussian pattern each, RAM rho=(0.5, 0.4, 0.1).
+TINY_GAUSSIAN: dict[str, Any] = {
+    "name": "tiny-gaussian",
+    "rounds": 6,
+    "eval_every": 3,
+    "seeds": [0],
+    "data": {
+        "dataset": "gaussian2d",
+        "num_clients": 3,
+        "num_classes": 3,
+        "client_classes": [[0], [1], [2]],
+        "frequent_fraction": 0.6667,
+        "samples_per_class": 40,
+        "cluster_std": 0.6,
+    },
+    "availability": {"oracle": "ram", "params": {"rho": [0.5, 0.4, 0.1]}},
+    "algorithm": {
+        "name": "fed-cvar-avg",
+        "params": {"alpha": 0.1, "gamma": 0.1, "lr_t": 0.01},
+    },
+    "training": {"lr": 0.05, "local_epochs": 2, "batch_size": 16},
+    "model": {"name": "logreg"},
+}
+
+
+def tiny_ca_fed_dict(
+    *,
+    pi: tuple[float, ...] = (0.9, 0.9, 0.5, 0.5, 0.2, 0.2),
+    rounds: int = 3,
+    eval_every: int = 3,
+    local_steps: int = 2,
+) -> dict[str, Any]:
+    """CA-Fed's setup shrunk: 6 LEAF Synthetic clients (3 classes, 5 features), two-state
+    Markov availability with stationary ``pi`` and lambda alternating 0 / 0.8, CA-Fed with
+    kappa_bar^2 = 1e-3 (it excludes clients) and eta_bar = 0.5, a ridge logistic model."""
+    return {
+        "name": "tiny-ca-fed",
+        "rounds": rounds,
+        "eval_every": eval_every,
+        "seeds": [0],
+        "data": {
+            "dataset": "synthetic",
+            "num_clients": 6,
+            "num_classes": 3,
+            "synthetic_dim": 5,
+            "frequent_fraction": 1.0,
+        },
+        "availability": {
+            "oracle": "markov",
+            "params": {"pi": list(pi), "lam": [0.0, 0.8, 0.0, 0.8, 0.0, 0.8]},
+        },
+        "algorithm": {"name": "ca-fed", "params": {"kappa2": 1e-3, "server_lr": 0.5}},
+        "training": {
+            "lr": 0.1,
+            "local_steps": local_steps,
+            "batch_size": 16,
+            "weight_decay": 0.01,
+        },
+        "model": {"name": "logreg"},
+    }
+
+
+def final_arrays(run: RunDirectory) -> list[np.ndarray]:
+    with np.load(run.path / "final_model.npz") as npz:
+        return [npz[f"arr_{i}"] for i in range(len(npz.files))]
+
+
+def relayed(run: RunDirectory) -> list[tuple[int, list[int]]]:
+    return [(row["round"], row["relayed"]) for row in run.read_metrics() if row["round"] > 0]
+
+
+def started_by(runs: list[RunDirectory]) -> tuple[set[str], dict[int, int]]:
+    """Tokens and tracked (pid -> start time) the flwr runs recorded."""
+    tokens, tracked = set(), {}
+    for run in runs:
+        record = json.loads((run.path / "flwr-logs" / "processes.json").read_text())
+        tokens.add(record["token"])
+        tracked.update({p["pid"]: p["start"] for p in record["processes"]})
+    return tokens, tracked
+
+
+def assert_nothing_left(before: dict[int, str], runs: list[RunDirectory]) -> None:
+    """No process the flwr ``runs`` started survives them (by token, tracked pid and a
+    diff of the Flower/Ray processes against ``before``)."""
+    tokens, tracked = started_by(runs)
+    new = {pid: cmd for pid, cmd in flower_processes().items() if pid not in before}
+    ours = {
+        pid: cmd
+        for pid, cmd in new.items()
+        if any(has_env(pid, TOKEN_ENV, t) for t in tokens)
+        or ((info := read_proc(pid)) is not None and tracked.get(pid) == info.start)
+    }
+    assert not ours, f"Flower/Ray processes left by the test: {ours}"
+    assert tracked, "the flwr runs recorded no processes"
+    alive = {
+        pid: info.cmd
+        for pid, start in tracked.items()
+        if (info := read_proc(pid)) is not None and info.start == start and info.state != "Z"
+    }
+    assert not alive, f"processes started by the flwr runs still alive: {alive}"
+
+
+def run_both_engines(
+    scenarios: dict[str, Path], out: Path, seed: int = SEED
+) -> tuple[dict[str, RunDirectory], dict[str, RunDirectory]]:
+    """Run each scenario in-process and under ``flwr run`` (those in parallel, each with
+    its own SuperLink); check that no process the flwr runs started survives them."""
+    before = flower_processes()
+    with ThreadPoolExecutor(max_workers=len(scenarios)) as pool:
+        futures = {
+            name: pool.submit(run_with_flwr, path, seed, out / f"flwr-{name}", timeout=300)
+            for name, path in scenarios.items()
+        }
+        local = {
+            name: run_in_process(load_scenario(path), seed, out / f"local-{name}")
+            for name, path in scenarios.items()
+        }
+        flwr = {name: future.result() for name, future in futures.items()}
+    assert_nothing_left(before, list(flwr.values()))
+    return local, flwr
