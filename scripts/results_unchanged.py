@@ -42,7 +42,7 @@ CASES: list[tuple[str, list[str], list[str] | None]] = [
     (
         "scenarios/rcfl_fashion_mnist_3clients.yaml",
         ["rounds=20"],
-        ["algorithm=rfedfair", "algorithm=afl"],
+        ["name=rfedfair", "name=afl"],
     ),
 ]
 
