@@ -100,7 +100,7 @@ OMP_NUM_THREADS=1 .venv/bin/fedram run scenarios/table1_scaled.yaml --out "$OUT/
 mkdir -p docs/results/table1_fairness
 cp "$OUT/table1_fairness/table1_scaled/report.md" "$OUT/table1_fairness/table1_scaled"/*.png \
   docs/results/table1_fairness/
-# RC-FL checks of the eta/local-steps explanation (docs/rc-fl.md): alpha_i = 0.34 at kappa = 5 and 1,
+# RC-FL checks of the eta/local-steps explanation (docs/rc-fl.md): alpha_i = 0.34, kappa = 5 and 1,
 # and the kappa = 1 ablation of the four algorithms (~10 min together).
 OMP_NUM_THREADS=1 .venv/bin/fedram run "scenarios/$rc.yaml" --out "$OUT/rcfl_alpha_p" \
   --set 'sweep={}' --set 'algorithm.alpha=[0.34]' >/dev/null
