@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Regenerates every result the README shows: runs the scenarios and the benchmark, then
-# copies the generated reports and figures into docs/results/. About an hour on 2 cores
-# (each scenario's description gives its scale). Complete runs are skipped on a rerun.
+# Regenerates every result of the results pages (docs/*.md, linked from the README): runs the
+# scenarios and the benchmarks, then copies the generated reports and figures into docs/results/,
+# which the pages link. About an hour on 2 cores (each scenario's description gives its scale).
+# Complete runs are skipped on a rerun.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -99,7 +100,7 @@ OMP_NUM_THREADS=1 .venv/bin/fedram run scenarios/table1_scaled.yaml --out "$OUT/
 mkdir -p docs/results/table1_fairness
 cp "$OUT/table1_fairness/table1_scaled/report.md" "$OUT/table1_fairness/table1_scaled"/*.png \
   docs/results/table1_fairness/
-# RC-FL checks of the eta/local-steps explanation (README): alpha_i = 0.34 at kappa = 5 and 1,
+# RC-FL checks of the eta/local-steps explanation (docs/rc-fl.md): alpha_i = 0.34, kappa = 5 and 1,
 # and the kappa = 1 ablation of the four algorithms (~10 min together).
 OMP_NUM_THREADS=1 .venv/bin/fedram run "scenarios/$rc.yaml" --out "$OUT/rcfl_alpha_p" \
   --set 'sweep={}' --set 'algorithm.alpha=[0.34]' >/dev/null
