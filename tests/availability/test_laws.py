@@ -1,23 +1,36 @@
-"""The Random Access Model: relay frequencies follow rho, draws replay from
-(seed, round), and the ClientManager relays the RAM's clients whatever it is asked."""
+"""The pure availability laws (numpy only): the RAM's relay frequencies follow rho, the
+Markov chains' transitions follow (pi, lambda), Bernoulli rounds are independent with
+frequencies p, draws replay from (seed, round), and the draws the published results
+were made with are pinned, so a changed law or stream fails here first."""
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import numpy as np
 import pytest
-from flwr.client import NumPyClient
-from flwr.common import Context, GetPropertiesIns
 from scipy import stats
 
-from fedram_flwr.availability import (
-    PARTITION_ID,
-    AvailabilityError,
-    RandomAccessClientManager,
+from fedram_flwr.availability import laws
+from fedram_flwr.availability.laws import (
+    HiddenLaw,
+    MarkovChains,
+    ca_fed_markov_law,
+    check_markov_law,
+    connected_sample,
+    contiguous_clusters,
+    cyclic_active,
+    evenly_spread_phases,
+    fedar_spread,
+    label_permutation,
+    markov_activation,
+    markov_lambda_min,
+    markov_step,
     ram_probabilities,
     ram_relay,
 )
-from fedram_flwr.engine import InProcessClientProxy, node_context
-from fedram_flwr.registry import ram_rare_clients, ram_rho
+from tests.helpers import MARKOV_LAM, MARKOV_PI
 
 
 # -------------------------------------------------------------------- ram_relay
@@ -105,100 +118,187 @@ def test_ram_probabilities_rejects_bad_rare_rho(rare_rho) -> None:
         ram_probabilities(30, 3, np.random.default_rng(0), rare_rho)
 
 
-def test_registry_rare_clients_are_least_likely(tiny_scenario) -> None:
-    s = tiny_scenario.with_overrides(
-        {
-            "data.num_clients": 30,
-            "data.client_classes": None,
-            "data.frequent_fraction": 0.9,
-            "availability.params": {"rare_rho": list(RARE_RHO)},
-        }
+def test_relay_of_two_clients_includes_each_by_successive_sampling() -> None:
+    # m = 2 without replacement, by rho then by rho renormalised over the rest:
+    # P(i relayed) = rho_i + sum_{j != i} rho_j rho_i / (1 - rho_j).
+    rho = np.array([0.4, 0.25, 0.15, 0.1, 0.06, 0.03, 0.01])
+    rounds = 6000
+    counts = np.zeros(rho.size)
+    for r in range(1, rounds + 1):
+        counts[ram_relay(rho, 2, seed=5, server_round=r)] += 1
+    second = np.array([sum(rho[j] / (1 - rho[j]) for j in range(7) if j != i) for i in range(7)])
+    inclusion = rho * (1 + second)
+    assert inclusion.sum() == pytest.approx(2.0)
+    se = np.sqrt(inclusion * (1 - inclusion) / rounds)
+    assert np.all(np.abs(counts / rounds - inclusion) < 5 * se), (counts / rounds, inclusion)
+
+
+def test_relay_draws_are_pinned() -> None:
+    # The draws of the published runs' stream ("ram-relay", salt 0x5A3) at seed 0.
+    rho = np.array([0.4, 0.3, 0.2, 0.1])
+    assert [ram_relay(rho, 1, 0, r)[0] for r in range(1, 11)] == [1, 1, 2, 0, 0, 3, 2, 2, 1, 1]
+    assert [ram_relay(rho, 2, 0, r) for r in range(1, 6)] == [
+        [0, 1],
+        [0, 1],
+        [0, 2],
+        [0, 1],
+        [0, 3],
+    ]
+
+
+# ------------------------------------------------------------- Markov / Bernoulli
+def test_markov_activation_by_hand() -> None:
+    pi, lam = np.array([0.3, 0.8]), np.array([0.5, -0.25])
+    # P(1->1) = lam + (1 - lam) pi, P(0->1) = (1 - lam) pi; the stationary pi before round 1.
+    np.testing.assert_allclose(markov_activation(pi, lam, np.array([1, 1])), [0.65, 0.75])
+    np.testing.assert_allclose(markov_activation(pi, lam, np.array([0, 0])), [0.15, 1.0])
+    assert markov_activation(pi, lam, None) is pi
+
+
+def test_markov_lambda_min_by_hand() -> None:
+    np.testing.assert_allclose(
+        markov_lambda_min(np.array([0.1, 0.5, 0.9, 0.0])), [-1 / 9, -1, -1 / 9, 0]
     )
-    rho = ram_rho(s, seed=0)
-    assert rho[-3:].tolist() == list(RARE_RHO)
-    assert ram_rare_clients(s, seed=0) == (27, 28, 29)
-    assert not np.array_equal(rho, ram_rho(s, seed=1))  # the frequent law depends on the seed
+    check_markov_law(np.array([0.1, 0.5]), np.array([-1 / 9, 0.99]))  # the closed range's ends
+    with pytest.raises(ValueError, match=r"params\.lam\[1\]: 1 is outside"):
+        check_markov_law(np.array([0.1, 0.5]), np.array([0.0, 1.0]))
+    with pytest.raises(ValueError, match=r"params\.p\[0\]: -0\.1 is outside the allowed range"):
+        check_markov_law(np.array([-0.1]), np.array([0.0]), pi_field="availability.params.p")
 
 
-# -------------------------------------------------- RandomAccessClientManager
-class PropertiesClient(NumPyClient):
-    def __init__(self, partition_id: int) -> None:
-        self.partition_id = partition_id
-
-    def get_properties(self, config):
-        return {PARTITION_ID: self.partition_id}
-
-
-def client_fn(context: Context):
-    return PropertiesClient(int(context.node_config["partition-id"])).to_client()
-
-
-def register_clients(manager: RandomAccessClientManager, k: int) -> None:
-    # Node ids unrelated to partition ids (Flower's engines use random node ids).
-    for pid in reversed(range(k)):
-        cid = str(1_000_003 * (pid + 7) % 99_991)
-        manager.register(InProcessClientProxy(cid, client_fn, node_context(pid, k, {})))
+def test_bernoulli_frequencies_match_p_by_chi_square() -> None:
+    # lambda = 0: every round an independent Bernoulli(p_k) per client (FedAR Sec. 6.1).
+    p = np.array([0.9, 0.7, 0.5, 0.3, 0.1, 0.02])
+    rounds = 10_000
+    chains = MarkovChains(p, np.zeros_like(p), seed=11)
+    x = np.array([chains.states(r) for r in range(1, rounds + 1)])
+    active = x.sum(axis=0)
+    observed = np.concatenate([active, rounds - active])
+    expected = rounds * np.concatenate([p, 1 - p])
+    statistic = ((observed - expected) ** 2 / expected).sum()
+    assert stats.chi2.sf(statistic, df=p.size) > 1e-3, (active / rounds, p)
+    # Independent rounds: active after active as often as after inactive.
+    after_active = (x[1:] & x[:-1]).sum(axis=0) / x[:-1].sum(axis=0)
+    after_inactive = (x[1:] & ~x[:-1]).sum(axis=0) / (~x[:-1]).sum(axis=0)
+    se = np.sqrt(p * (1 - p) / (rounds * np.minimum(p, 1 - p)))
+    assert np.all(np.abs(after_active - after_inactive) < 10 * se)
 
 
-def partition_of(proxy) -> int:
-    res = proxy.get_properties(GetPropertiesIns(config={}), timeout=None, group_id=None)
-    return int(res.properties[PARTITION_ID])
+def test_markov_transitions_and_stationary_law_match_pi_and_lambda() -> None:
+    rounds = 10_000
+    chains = MarkovChains(MARKOV_PI, MARKOV_LAM, seed=3)
+    x = np.array([chains.states(r) for r in range(1, rounds + 1)])
+    # CA-Fed Sec. V-A: P(1->1) = lambda + (1 - lambda) pi, P(0->1) = (1 - lambda) pi.
+    p11 = MARKOV_LAM + (1 - MARKOV_LAM) * MARKOV_PI
+    p01 = (1 - MARKOV_LAM) * MARKOV_PI
+    from_1 = x[:-1].sum(axis=0)
+    from_0 = rounds - 1 - from_1
+    est_p11 = (x[1:] & x[:-1]).sum(axis=0) / from_1
+    est_p01 = (x[1:] & ~x[:-1]).sum(axis=0) / from_0
+    se11 = np.sqrt(p11 * (1 - p11) / from_1)
+    se01 = np.sqrt(p01 * (1 - p01) / from_0)
+    assert np.all(np.abs(est_p11 - p11) < 5 * se11), (est_p11, p11)
+    assert np.all(np.abs(est_p01 - p01) < 5 * se01), (est_p01, p01)
+    # The chain [[1 - p01, p01], [1 - p11, p11]] has stationary law p01 / (1 - p11 + p01)
+    # and second eigenvalue p11 - p01: the estimates give back the pi and lambda it was
+    # built from (5 standard errors; the mean's from the chain's asymptotic variance).
+    se_freq = np.sqrt(MARKOV_PI * (1 - MARKOV_PI) / rounds * (1 + MARKOV_LAM) / (1 - MARKOV_LAM))
+    assert np.all(np.abs(x.mean(axis=0) - MARKOV_PI) < 5 * se_freq)
+    assert np.all(np.abs(est_p11 - est_p01 - MARKOV_LAM) < 5 * np.hypot(se11, se01))
+    np.testing.assert_allclose(p01 / (1 - p11 + p01), MARKOV_PI)  # the closed form itself
 
 
-@pytest.mark.parametrize("m", [1, 2])
-def test_manager_relays_ram_draws(m: int) -> None:
-    rho = [0.3, 0.25, 0.2, 0.15, 0.1]
-    manager = RandomAccessClientManager(rho, seed=11, clients_per_round=m, wait_timeout=5)
-    register_clients(manager, 5)
-    assert manager.num_available() == 5
-    for r, asked in zip((1, 2, 3), (5, 1, 100)):
-        proxies = manager.sample(num_clients=asked, min_num_clients=asked)
-        assert manager.round == r
-        assert len(proxies) == m  # the number asked for is ignored
-        assert [partition_of(p) for p in proxies] == ram_relay(np.array(rho), m, 11, r)
-        assert manager.draw(r) == ram_relay(np.array(rho), m, 11, r)
+def test_markov_chains_step_in_order_and_replay_in_any_order() -> None:
+    pi, lam = np.array([0.5, 0.2, 0.8]), np.array([0.0, 0.5, -0.2])
+    chains = MarkovChains(pi, lam, seed=0)
+    # The draws of the published runs' stream ("markov-step", salt 0x3A7) at seed 0.
+    assert np.array([chains.states(r) for r in range(8, 0, -1)])[::-1].astype(int).tolist() == [
+        [0, 0, 1],
+        [0, 0, 1],
+        [0, 0, 1],
+        [1, 0, 1],
+        [1, 0, 1],
+        [1, 1, 1],
+        [1, 1, 1],
+        [1, 1, 1],
+    ]
+    state = None
+    for r in range(1, 9):
+        state = markov_step(pi, lam, state, 0, r)
+        assert np.array_equal(state, chains.states(r))
+    with pytest.raises(ValueError, match="rounds start at 1, got 0"):
+        chains.states(0)
 
 
-def test_manager_rho_is_normalised_copy() -> None:
-    manager = RandomAccessClientManager([0.5, 0.5], seed=0)
-    rho = manager.rho
-    rho[0] = 7.0
-    assert manager.rho.tolist() == [0.5, 0.5]
+def test_fedar_spread_and_contiguous_clusters_by_hand() -> None:
+    np.testing.assert_allclose(fedar_spread(5, 0.2), [1.0, 0.8, 0.6, 0.4, 0.2])
+    assert contiguous_clusters(6, 3).tolist() == [0, 0, 1, 1, 2, 2]
+    assert contiguous_clusters(5, 2).tolist() == [0, 0, 0, 1, 1]
 
 
-@pytest.mark.parametrize("rho", [[0.5, 0.4, 0.2], [0.9, 0.2, -0.1], [0.3, 0.3]])
-def test_manager_rejects_invalid_rho(rho) -> None:
-    with pytest.raises(ValueError, match=r"availability\.params\.rho.*sum to 1"):
-        RandomAccessClientManager(rho, seed=0)
+def test_markov_generator_clips_lambda_to_the_valid_range() -> None:
+    # With eps large, N(0, eps^2) draws fall outside [lambda_min(pi), 1): clipped.
+    pi, lam = ca_fed_markov_law(40, 0.45, 0.9, 5.0, np.random.default_rng(0))
+    lo = markov_lambda_min(pi)
+    assert np.all(lam >= lo) and np.all(lam < 1)
+    assert np.any(lam == lo) and np.any(lam == np.nextafter(1.0, 0.0))
 
 
-def test_manager_rejects_too_many_clients_per_round() -> None:
-    with pytest.raises(ValueError, match=r"availability\.params\.clients_per_round"):
-        RandomAccessClientManager([0.5, 0.5, 0.0], seed=0, clients_per_round=3)
+def test_label_permutation_gives_low_classes_high_availability() -> None:
+    classes = [[2], [0], [1, 2], [0, 1]]  # mean class ids 2, 0, 1.5, 0.5
+    pi = np.array([0.2, 0.5, 0.9, 0.7])
+    perm = label_permutation(pi, classes)
+    assert pi[perm].tolist() == [0.2, 0.9, 0.5, 0.7]
+    assert sorted(perm) == [0, 1, 2, 3]  # a permutation: the values are kept
 
 
-def test_manager_times_out_when_clients_are_missing() -> None:
-    manager = RandomAccessClientManager([0.25] * 4, seed=0, wait_timeout=0.05)
-    register_clients(manager, 3)  # partition ids 0..2 of a 3-client federation
-    with pytest.raises(AvailabilityError, match="only 3 of data.num_clients=4"):
-        manager.sample(1)
+# ------------------------------------------------------------------------ cyclic
+def test_cyclic_active_by_hand() -> None:
+    assert evenly_spread_phases(6, 10).tolist() == [0, 1, 3, 5, 6, 8]
+    phase = np.array([0, 2, 9])
+    # Window 3 of period 10 from round phase + 1: rounds 1-3, 3-5, 10-12 (= 10, 1, 2).
+    table = np.array([cyclic_active(r, 10, 3, phase) for r in range(1, 13)]).astype(int)
+    assert table.T.tolist() == [
+        [1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 1, 1],
+        [0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0],
+        [1, 1, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1],
+    ]
 
 
-def test_manager_rejects_duplicate_partition_ids() -> None:
-    manager = RandomAccessClientManager([0.5, 0.5], seed=0, wait_timeout=5)
-    for cid in ("a", "b"):
-        manager.register(InProcessClientProxy(cid, client_fn, node_context(0, 2, {})))
-    with pytest.raises(AvailabilityError, match="partition id 0"):
-        manager.sample(1)
+# --------------------------------------------------------------------- connected
+def test_connected_oracle_samples_uniformly_among_connected() -> None:
+    draws = np.array([connected_sample([0, 2, 5, 7], 2, 3, r) for r in range(1, 2001)])
+    assert all(len(set(d)) == 2 for d in draws)
+    freq = np.array([(draws == k).any(axis=1).mean() for k in (0, 2, 5, 7)])
+    np.testing.assert_allclose(freq, 0.5, atol=5 * np.sqrt(0.25 / 2000))
+    assert connected_sample([4, 1], 2, 3, 1) == [1, 4]
+    assert connected_sample([4, 1], None, 3, 1) == [1, 4]
+    assert draws.tolist() == [connected_sample([0, 2, 5, 7], 2, 3, r) for r in range(1, 2001)]
 
 
-def test_manager_register_unregister() -> None:
-    manager = RandomAccessClientManager([0.5, 0.5], seed=0, wait_timeout=5)
-    register_clients(manager, 2)
-    proxies = manager.all()
-    first = next(iter(proxies.values()))
-    assert manager.register(first) is False  # already known
-    manager.sample(1)
-    manager.unregister(first)
-    assert manager.num_available() == 1
-    assert first.cid not in manager.all()
+def test_connected_sample_draws_are_pinned() -> None:
+    # The draws of the published runs' stream ("connected-sample", salt 0xC0C) at seed 0.
+    assert [connected_sample([0, 3, 5, 8], 2, 0, r) for r in range(1, 5)] == [
+        [0, 8],
+        [0, 8],
+        [3, 5],
+        [0, 8],
+    ]
+
+
+def test_hidden_law_defaults_to_no_lambda() -> None:
+    law = HiddenLaw(np.array([0.5]))
+    assert law.lam is None and law.pi.tolist() == [0.5]
+
+
+def test_laws_import_numpy_and_the_named_streams_only() -> None:
+    """The laws stay Flower-agnostic: every import of laws.py, function-level included."""
+    tree = ast.parse(Path(laws.__file__).read_text())
+    imported = {
+        alias.name if isinstance(node, ast.Import) else node.module
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in node.names
+    }
+    allowed = {"__future__", "collections.abc", "dataclasses", "numpy", "fedram_flwr.rng"}
+    assert imported <= allowed, imported - allowed
