@@ -116,11 +116,10 @@ def recording_strategy(exp: Experiment, run_dir: RunDirectory, label: str) -> Re
 def markov_law(exp: Experiment) -> tuple[np.ndarray, np.ndarray] | None:
     """The oracle's hidden (pi, lambda) when it defines both (Markov-type oracles), for
     the recorder's estimator errors only; None otherwise."""
-    manager = exp.client_manager()
-    pi, lam = getattr(manager, "pi", None), getattr(manager, "lam", None)
-    if pi is None or lam is None:
+    law = exp.client_manager().hidden_law()
+    if law.lam is None:
         return None
-    return np.asarray(pi, dtype=float), np.asarray(lam, dtype=float)
+    return np.asarray(law.pi, dtype=float), np.asarray(law.lam, dtype=float)
 
 
 def run_in_process(

@@ -37,10 +37,10 @@ def plot_run(path: Path, rows: list[dict[str, Any]], exp: Experiment) -> None:
     if weights_file.is_file():
         weights = np.load(weights_file)
         plot_inclusion(path / "inclusion.png", rows, weights)
-        manager = exp.client_manager()
-        if hasattr(manager, "lam"):
+        law = exp.client_manager().hidden_law()
+        if law.lam is not None:
             fig, ax = plt.subplots(figsize=(6, 3.6))
-            plot_group_weights(ax, weights, client_groups(manager.pi, manager.lam))
+            plot_group_weights(ax, weights, client_groups(law.pi, law.lam))
             fig.tight_layout()
             fig.savefig(path / "group_weights.png", dpi=110)
             plt.close(fig)

@@ -344,7 +344,7 @@ def build_oracle(scenario: Scenario, seed: int) -> OracleClientManager:
 
 def oracle_law(scenario: Scenario, seed: int) -> np.ndarray:
     """Each client's long-run probability of being active."""
-    return build_oracle(scenario, seed).pi
+    return build_oracle(scenario, seed).hidden_law().pi
 
 
 def oracle_rare_clients(scenario: Scenario, seed: int) -> tuple[int, ...]:
@@ -490,7 +490,7 @@ class CAFedParams(AvailabilityAwareParams):
         kwargs = super().strategy_kwargs(exp)
         kwargs.update(kappa2=self.kappa2, beta=self.beta, tau=self.tau, loss_floor=self.loss_floor)
         if self.availability == "oracle":
-            kwargs["known_lam"] = exp.client_manager().lam
+            kwargs["known_lam"] = exp.client_manager().hidden_law().lam
         return kwargs
 
 

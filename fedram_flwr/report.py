@@ -560,10 +560,10 @@ def plot_group_weights_by_variant(root: Path, out: Path) -> str:
         if variant not in groups:
             raw = run.scenario()
             seed = raw.pop("seed")
-            manager = Experiment(scenario_from_dict(raw), seed).client_manager()
-            if not hasattr(manager, "lam"):
+            law = Experiment(scenario_from_dict(raw), seed).client_manager().hidden_law()
+            if law.lam is None:
                 continue
-            groups[variant] = client_groups(manager.pi, manager.lam)
+            groups[variant] = client_groups(law.pi, law.lam)
         by_variant[variant].append(w)
     if not by_variant:
         return ""

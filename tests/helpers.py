@@ -12,9 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from flwr.client import NumPyClient
+from flwr.common import Context, GetPropertiesIns
+from flwr.server.client_proxy import ClientProxy
 
-from fedram_flwr.config import load_scenario
-from fedram_flwr.engine import run_in_process
+from fedram_flwr.availability import OracleClientManager
+from fedram_flwr.config import Scenario, load_scenario, scenario_from_dict
+from fedram_flwr.engine import InProcessClientProxy, node_context, run_in_process
 from fedram_flwr.flwr_engine import (
     TOKEN_ENV,
     flower_processes,
@@ -23,6 +27,7 @@ from fedram_flwr.flwr_engine import (
     run_with_flwr,
 )
 from fedram_flwr.outputs import RunDirectory
+from fedram_flwr.protocol import PARTITION_ID
 
 SEED = 0
 
@@ -146,3 +151,75 @@ def run_both_engines(
         flwr = {name: future.result() for name, future in futures.items()}
     assert_nothing_left(before, list(flwr.values()))
     return local, flwr
+
+
+# ------------------------------------------------------------------ availability
+# Eight Markov chains covering the law's corners: rare/common/even pi, lambda negative,
+# zero (Bernoulli) and strongly positive.
+MARKOV_PI = np.array([0.1, 0.1, 0.5, 0.5, 0.5, 0.9, 0.9, 0.3])
+MARKOV_LAM = np.array([0.0, 0.9, -0.5, 0.0, 0.9, 0.0, 0.9, 0.5])
+
+
+def scenario_with(scenario_dict: dict, oracle: str, params: dict, **data: Any) -> Scenario:
+    """The tiny scenario (K = 3, classes [0], [1], [2]) with this oracle; other data
+    sizes use the rare-pattern split unless ``client_classes`` is given."""
+    if "num_clients" in data:
+        data.setdefault("client_classes", None)
+    scenario_dict["availability"] = {"oracle": oracle, "params": params}
+    scenario_dict["data"].update(data)
+    return scenario_from_dict(scenario_dict)
+
+
+class PropertiesClient(NumPyClient):
+    """A client that only reports its partition id (what an oracle asks)."""
+
+    def __init__(self, partition_id: int) -> None:
+        self.partition_id = partition_id
+
+    def get_properties(self, config):
+        return {PARTITION_ID: self.partition_id}
+
+
+def client_fn(context: Context):
+    return PropertiesClient(int(context.node_config["partition-id"])).to_client()
+
+
+def register_clients(manager: OracleClientManager, k: int) -> None:
+    """Register partitions 0..k-1 under node ids unrelated to partition ids (Flower's
+    engines use random node ids), in reverse order."""
+    for pid in reversed(range(k)):
+        cid = str(1_000_003 * (pid + 7) % 99_991)
+        manager.register(InProcessClientProxy(cid, client_fn, node_context(pid, k, {})))
+
+
+def partition_of(proxy: ClientProxy) -> int:
+    res = proxy.get_properties(GetPropertiesIns(config={}), timeout=None, group_id=None)
+    return int(res.properties[PARTITION_ID])
+
+
+def lag1_autocorrelation(x: np.ndarray) -> np.ndarray:
+    """Sample lag-1 autocorrelation of every column (the usual ACF estimator)."""
+    d = x.astype(float) - x.mean(axis=0)
+    return (d[:-1] * d[1:]).sum(axis=0) / (d**2).sum(axis=0)
+
+
+def chain_standard_errors(pi: np.ndarray, lam: np.ndarray, t: int) -> tuple[np.ndarray, ...]:
+    """Asymptotic standard errors, over t rounds of a stationary two-state chain, of
+    (a) the active frequency: var = pi (1 - pi) / t x (1 + lam) / (1 - lam);
+    (b) the lag-1 autocorrelation, which equals P_hat(1->1) - P_hat(0->1) up to O(1/t)
+    edge terms: two binomial proportions over t pi and t (1 - pi) transitions."""
+    p11, p01 = lam + (1 - lam) * pi, (1 - lam) * pi
+    se_freq = np.sqrt(pi * (1 - pi) / t * (1 + lam) / (1 - lam))
+    se_r1 = np.sqrt(p11 * (1 - p11) / (t * pi) + p01 * (1 - p01) / (t * (1 - pi)))
+    return se_freq, se_r1
+
+
+def assert_matches_chain(x: np.ndarray, pi: np.ndarray, lam: np.ndarray) -> None:
+    """Columns of x look like stationary chains (pi, lam): within 5 standard errors
+    (a false alarm is below 1e-5 per client for a normal estimate)."""
+    t = len(x)
+    se_freq, se_r1 = chain_standard_errors(pi, lam, t)
+    freq_err = np.abs(x.mean(axis=0) - pi)
+    assert np.all(freq_err < 5 * se_freq), (x.mean(axis=0), pi, se_freq)
+    r1_err = np.abs(lag1_autocorrelation(x) - lam)
+    assert np.all(r1_err < 5 * se_r1 + 2 / t), (lag1_autocorrelation(x), lam, se_r1)

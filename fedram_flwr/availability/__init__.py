@@ -1,0 +1,72 @@
+"""Availability: who participates in each round, decided by an oracle, never the server.
+
+- :mod:`.laws`: the pure laws, numpy only: (seed, round) -> active ids (RAM, Markov and
+  Bernoulli chains, cyclic windows, the connected subsample) and :class:`HiddenLaw`;
+- :mod:`.manager`: the legacy Flower ClientManager base every oracle shares (partition
+  ids, bounded waits, the round counter) and :class:`AvailabilityError`;
+- :mod:`.oracles`: ``ram``, ``bernoulli``, ``markov``/``clustered``, ``cyclic``,
+  ``trace``: thin wrappers over the laws that emulate availability;
+- :mod:`.traces`: reading and writing recorded traces;
+- :mod:`.connected`: the Deployment Engine's physical availability.
+"""
+
+from fedram_flwr.availability.connected import ConnectedClientManager, ReportingProxy
+from fedram_flwr.availability.laws import (
+    HiddenLaw,
+    MarkovChains,
+    ca_fed_cluster_law,
+    ca_fed_markov_law,
+    check_markov_law,
+    connected_sample,
+    contiguous_clusters,
+    cyclic_active,
+    evenly_spread_phases,
+    fedar_spread,
+    label_permutation,
+    markov_activation,
+    markov_lambda_min,
+    markov_step,
+    ram_probabilities,
+    ram_relay,
+)
+from fedram_flwr.availability.manager import AvailabilityError, OracleClientManager
+from fedram_flwr.availability.oracles import (
+    BernoulliClientManager,
+    CyclicClientManager,
+    MarkovClientManager,
+    RandomAccessClientManager,
+    TraceClientManager,
+)
+from fedram_flwr.availability.traces import read_trace, write_trace
+from fedram_flwr.protocol import PARTITION_ID
+
+__all__ = [
+    "PARTITION_ID",
+    "AvailabilityError",
+    "BernoulliClientManager",
+    "ConnectedClientManager",
+    "CyclicClientManager",
+    "HiddenLaw",
+    "MarkovChains",
+    "MarkovClientManager",
+    "OracleClientManager",
+    "RandomAccessClientManager",
+    "ReportingProxy",
+    "TraceClientManager",
+    "ca_fed_cluster_law",
+    "ca_fed_markov_law",
+    "check_markov_law",
+    "connected_sample",
+    "contiguous_clusters",
+    "cyclic_active",
+    "evenly_spread_phases",
+    "fedar_spread",
+    "label_permutation",
+    "markov_activation",
+    "markov_lambda_min",
+    "markov_step",
+    "ram_probabilities",
+    "ram_relay",
+    "read_trace",
+    "write_trace",
+]

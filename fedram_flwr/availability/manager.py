@@ -1,0 +1,183 @@
+"""The legacy Flower ClientManager base of every availability oracle.
+
+The server cannot choose its clients: ``sample()`` ignores how many the strategy asks
+for and relays whoever the oracle's law yields in that round (``draw``, a pure function
+of (seed, round) for every oracle but ``connected``). Oracles know clients by
+*partition id*, asked once per client through ``get_properties`` (Flower's engines
+name nodes by random node ids). Strategies never see the oracle's parameters (e.g.
+rho, p_k, pi_k, lambda_k): only ``hidden_law()`` gives them, to plots, the recorder and
+scenarios that run a strategy "oracle-informed".
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from abc import abstractmethod
+from concurrent.futures import ThreadPoolExecutor
+from logging import WARNING
+
+import numpy as np
+from flwr.common import GetPropertiesIns
+from flwr.common.logger import log
+from flwr.server.client_manager import ClientManager
+from flwr.server.client_proxy import ClientProxy
+from flwr.server.criterion import Criterion
+
+from fedram_flwr.availability.laws import HiddenLaw
+from fedram_flwr.protocol import PARTITION_ID
+
+
+class AvailabilityError(RuntimeError):
+    """The oracle cannot relay: too few clients connected, or unknown partition ids."""
+
+
+class OracleClientManager(ClientManager):
+    """Base of every oracle: registry of proxies by partition id, bounded waits, and a
+    round counter that advances once per ``sample`` call (one per server round).
+
+    A subclass defines ``draw`` (its law) and ``hidden_law`` (that law's parameters)."""
+
+    round_timeout: float | None = None
+
+    def __init__(self, num_clients: int, seed: int, *, wait_timeout: float = 120.0) -> None:
+        self.num_clients = num_clients
+        self.seed = seed
+        self.wait_timeout = wait_timeout
+        self.round = 0
+        self.last_active: list[int] = []  # partition ids drawn in ``self.round``
+        self._clients: dict[str, ClientProxy] = {}
+        self._by_partition: dict[int, ClientProxy] = {}
+        self._cv = threading.Condition()
+
+    # ------------------------------------------------------------- the oracle's law
+    @abstractmethod
+    def draw(self, server_round: int) -> list[int]:
+        """Partition ids relayed in ``server_round``: a pure function of (seed, round)."""
+
+    @abstractmethod
+    def hidden_law(self) -> HiddenLaw:
+        """The law's parameters, hidden from strategies: each client's long-run
+        availability ``pi`` and, for Markov chains, ``lam`` (see :class:`HiddenLaw`)."""
+
+    @property
+    def pi(self) -> np.ndarray:
+        """Shorthand for ``hidden_law().pi``."""
+        return self.hidden_law().pi
+
+    def availability_matrix(self, num_rounds: int) -> np.ndarray:
+        """Rounds 1..num_rounds x clients, True where ``draw`` relays the client (row
+        r - 1 is round r; for the RAM, the relayed one-hot rows)."""
+        out = np.zeros((num_rounds, self.num_clients), dtype=bool)
+        for r in range(1, num_rounds + 1):
+            out[r - 1, self.draw(r)] = True
+        return out
+
+    # ---------------------------------------------------------- ClientManager API
+    def num_available(self) -> int:
+        with self._cv:
+            return len(self._clients)
+
+    def register(self, client: ClientProxy) -> bool:
+        with self._cv:
+            if client.cid in self._clients:
+                return False
+            self._clients[client.cid] = client
+            self._cv.notify_all()
+            return True
+
+    def unregister(self, client: ClientProxy) -> None:
+        with self._cv:
+            self._clients.pop(client.cid, None)
+            self._by_partition = {
+                p: c for p, c in self._by_partition.items() if c.cid != client.cid
+            }
+            self._cv.notify_all()
+
+    def all(self) -> dict[str, ClientProxy]:
+        with self._cv:
+            return dict(self._clients)
+
+    def wait_for(self, num_clients: int, timeout: int = 86400) -> bool:
+        with self._cv:
+            return self._cv.wait_for(
+                lambda: len(self._clients) >= num_clients, timeout=min(timeout, self.wait_timeout)
+            )
+
+    def sample(
+        self,
+        num_clients: int,
+        min_num_clients: int | None = None,
+        criterion: Criterion | None = None,
+    ) -> list[ClientProxy]:
+        """Advance one round and relay the oracle's clients (``num_clients`` ignored).
+        A round in which no client is available relays nobody, and says so: Flower's
+        server then skips training and keeps the model."""
+        self.round += 1
+        self._resolve_partitions()
+        self.last_active = self.draw(self.round)
+        if not self.last_active:
+            log(
+                WARNING,
+                "round %d: no client is available (%s oracle); the round trains nobody",
+                self.round,
+                type(self).__name__,
+            )
+        return [self._by_partition[p] for p in self.last_active]
+
+    # ---------------------------------------------------------------- internals
+    def _resolve_partitions(self) -> None:
+        """Learn every proxy's partition id once (waits, bounded, for all clients)."""
+        if len(self._by_partition) == self.num_clients:
+            return
+        start = time.monotonic()
+        if not self.wait_for(self.num_clients, timeout=int(self.wait_timeout)):
+            raise AvailabilityError(
+                f"only {self.num_available()} of data.num_clients={self.num_clients} clients "
+                f"connected within {time.monotonic() - start:.0f} s; start one SuperNode per "
+                f"client (flwr run: --federation-config 'num-supernodes={self.num_clients}')"
+            )
+        for pid, proxy in self._ask_partitions(self._unknown(), self.wait_timeout):
+            if isinstance(pid, BaseException):
+                raise pid
+            if not 0 <= pid < self.num_clients or pid in self._by_partition:
+                raise AvailabilityError(
+                    f"client {proxy.cid} reports partition id {pid}: expected a unique id "
+                    f"in 0..{self.num_clients - 1}"
+                )
+            self._by_partition[pid] = proxy
+        if len(self._by_partition) != self.num_clients:
+            raise AvailabilityError(
+                f"partition ids {sorted(set(range(self.num_clients)) - set(self._by_partition))}"
+                " are missing among the connected clients"
+            )
+
+    def _unknown(self) -> list[ClientProxy]:
+        """Connected proxies whose partition id is not known yet."""
+        known = {c.cid for c in self._by_partition.values()}
+        return [c for cid, c in self.all().items() if cid not in known]
+
+    @staticmethod
+    def _ask_partitions(
+        proxies: list[ClientProxy], timeout: float
+    ) -> list[tuple[int | BaseException, ClientProxy]]:
+        """Each proxy's partition id (``get_properties``, in parallel), or the error
+        that asking it raised."""
+
+        def ask(proxy: ClientProxy) -> tuple[int | BaseException, ClientProxy]:
+            try:
+                res = proxy.get_properties(
+                    GetPropertiesIns(config={}), timeout=timeout, group_id=None
+                )
+            except Exception as err:  # noqa: BLE001 - the caller decides
+                return err, proxy
+            if PARTITION_ID not in res.properties:
+                return AvailabilityError(
+                    f"client {proxy.cid} did not report '{PARTITION_ID}' in get_properties"
+                ), proxy
+            return int(res.properties[PARTITION_ID]), proxy
+
+        if not proxies:
+            return []
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            return list(pool.map(ask, proxies))

@@ -1,0 +1,75 @@
+"""Recorded availability traces: a rounds x clients bool matrix on disk.
+
+Every run writes the one it saw (``availability.csv``); the ``trace`` oracle
+(:class:`~fedram_flwr.availability.oracles.TraceClientManager`) replays one.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+
+def read_trace(path: Path, num_clients: int) -> np.ndarray:
+    """A recorded availability trace as a rounds x clients bool matrix. ``.csv``: one
+    line per round, one 0/1 column per client (the ``availability.csv`` every run
+    writes); ``.json``: a list per round of the active partition ids. Errors name the
+    file, the round and the client."""
+    where = f"availability.params.path: {path}"
+    if not path.is_file():
+        raise ValueError(f"{where}: trace file not found")
+    if path.suffix == ".csv":
+        rows = [line.replace(" ", "").split(",") for line in path.read_text().splitlines()]
+        rows = [r for r in rows if r != [""]]
+        widths = sorted({len(r) for r in rows})
+        if len(widths) > 1:
+            first = next(i for i, r in enumerate(rows) if len(r) != len(rows[0]))
+            raise ValueError(
+                f"{where}: ragged rows: round 1 has {len(rows[0])} columns, round "
+                f"{first + 1} has {len(rows[first])}"
+            )
+        if rows and widths[0] != num_clients:
+            raise ValueError(
+                f"{where}: has {widths[0]} columns (clients); data.num_clients is {num_clients}"
+            )
+        matrix = np.array(rows, dtype=str).reshape(len(rows), num_clients)
+        bad = np.argwhere((matrix != "0") & (matrix != "1"))
+        if bad.size:
+            r, k = bad[0]
+            raise ValueError(
+                f"{where}: round {r + 1}, client {k}: {str(matrix[r, k])!r} is not 0 or 1"
+            )
+        matrix = matrix == "1"
+    elif path.suffix == ".json":
+        rounds = json.loads(path.read_text())
+        if not isinstance(rounds, list) or not all(isinstance(r, list) for r in rounds):
+            raise ValueError(f"{where}: expected a list (one per round) of lists of client ids")
+        matrix = np.zeros((len(rounds), num_clients), dtype=bool)
+        for r, ids in enumerate(rounds, 1):
+            for k in ids:
+                if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < num_clients:
+                    raise ValueError(
+                        f"{where}: round {r} lists client {k!r}: unknown id; allowed values: "
+                        f"0..{num_clients - 1} (data.num_clients = {num_clients})"
+                    )
+                if matrix[r - 1, k]:
+                    raise ValueError(f"{where}: round {r} lists client {k} twice")
+                matrix[r - 1, k] = True
+    else:
+        raise ValueError(
+            f"{where}: unknown trace format {path.suffix!r}; allowed: .csv (round x "
+            "client 0/1 matrix), .json (active client ids per round)"
+        )
+    if not len(matrix):
+        raise ValueError(f"{where}: the trace holds no rounds")
+    return matrix
+
+
+def write_trace(path: Path, matrix: np.ndarray) -> None:
+    """Write a rounds x clients bool matrix in the format :func:`read_trace` reads."""
+    if path.suffix == ".json":
+        path.write_text(json.dumps([np.flatnonzero(row).tolist() for row in matrix]))
+    else:
+        np.savetxt(path, np.asarray(matrix, dtype=np.uint8), fmt="%d", delimiter=",")
