@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 
-from fedram_flwr.config import load_scenario
 from fedram_flwr.engine import run_in_process
 from fedram_flwr.flwr_engine import (
     TOKEN_ENV,
@@ -23,6 +22,7 @@ from fedram_flwr.flwr_engine import (
     run_with_flwr,
 )
 from fedram_flwr.outputs import RunDirectory
+from fedram_flwr.registry import load_scenario
 
 SEED = 0
 

@@ -17,7 +17,8 @@ from fedram_flwr.availability import (
     ram_relay,
 )
 from fedram_flwr.engine import InProcessClientProxy, node_context
-from fedram_flwr.registry import ram_rare_clients, ram_rho
+from fedram_flwr.experiment import hidden_law, rare_clients
+from fedram_flwr.registry import with_overrides
 
 
 # -------------------------------------------------------------------- ram_relay
@@ -106,18 +107,19 @@ def test_ram_probabilities_rejects_bad_rare_rho(rare_rho) -> None:
 
 
 def test_registry_rare_clients_are_least_likely(tiny_scenario) -> None:
-    s = tiny_scenario.with_overrides(
+    s = with_overrides(
+        tiny_scenario,
         {
             "data.num_clients": 30,
             "data.client_classes": None,
             "data.frequent_fraction": 0.9,
             "availability.params": {"rare_rho": list(RARE_RHO)},
-        }
+        },
     )
-    rho = ram_rho(s, seed=0)
+    rho = hidden_law(s, seed=0)
     assert rho[-3:].tolist() == list(RARE_RHO)
-    assert ram_rare_clients(s, seed=0) == (27, 28, 29)
-    assert not np.array_equal(rho, ram_rho(s, seed=1))  # the frequent law depends on the seed
+    assert rare_clients(s, seed=0) == (27, 28, 29)
+    assert not np.array_equal(rho, hidden_law(s, seed=1))  # the frequent law depends on the seed
 
 
 # -------------------------------------------------- RandomAccessClientManager

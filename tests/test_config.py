@@ -9,8 +9,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedram_flwr.config import Scenario, ScenarioError, load_scenario, scenario_from_dict
-from fedram_flwr.registry import ALGORITHMS, ORACLES, algorithm_params, oracle_params
+from fedram_flwr.config import Scenario, ScenarioError
+from fedram_flwr.registry import (
+    ALGORITHMS,
+    ORACLES,
+    algorithm_params,
+    load_scenario,
+    oracle_params,
+    scenario_from_dict,
+    with_overrides,
+)
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 
@@ -237,8 +245,9 @@ def test_file_errors_name_the_file(tmp_path: Path, scenario_dict) -> None:
 
 # ---------------------------------------------------------- overrides, sweeps
 def test_with_overrides_short_form(tiny_scenario: Scenario) -> None:
-    changed = tiny_scenario.with_overrides(
-        {"algorithm.alpha": 0.5, "availability.clients_per_round": 2, "training.lr": 0.2}
+    changed = with_overrides(
+        tiny_scenario,
+        {"algorithm.alpha": 0.5, "availability.clients_per_round": 2, "training.lr": 0.2},
     )
     assert algorithm_params(changed).alpha == 0.5
     assert algorithm_params(changed).gamma == 0.1  # untouched
@@ -250,24 +259,24 @@ def test_with_overrides_short_form(tiny_scenario: Scenario) -> None:
 
 
 def test_with_overrides_long_form_equals_short_form(tiny_scenario: Scenario) -> None:
-    short = tiny_scenario.with_overrides({"algorithm.alpha": 0.3})
-    long = tiny_scenario.with_overrides({"algorithm.params.alpha": 0.3})
+    short = with_overrides(tiny_scenario, {"algorithm.alpha": 0.3})
+    long = with_overrides(tiny_scenario, {"algorithm.params.alpha": 0.3})
     assert short == long
 
 
 def test_with_overrides_name_switch(tiny_scenario: Scenario) -> None:
-    fedavg = tiny_scenario.with_overrides({"algorithm.name": "fedavg", "algorithm.params": {}})
+    fedavg = with_overrides(tiny_scenario, {"algorithm.name": "fedavg", "algorithm.params": {}})
     assert fedavg.algorithm.name == "fedavg"
     assert fedavg.algorithm.params == {}
 
 
 def test_with_overrides_are_validated(tiny_scenario: Scenario) -> None:
     with pytest.raises(ScenarioError, match=r"algorithm\.params\.alpha.*\(0, 1\]"):
-        tiny_scenario.with_overrides({"algorithm.alpha": 0.0})
+        with_overrides(tiny_scenario, {"algorithm.alpha": 0.0})
     with pytest.raises(ScenarioError, match=r"rounds\.x: 'rounds' is not a section"):
-        tiny_scenario.with_overrides({"rounds.x": 1})
+        with_overrides(tiny_scenario, {"rounds.x": 1})
     with pytest.raises(ScenarioError, match=r"training\.momentum: unknown key"):
-        tiny_scenario.with_overrides({"training.momentum": 0.9})
+        with_overrides(tiny_scenario, {"training.momentum": 0.9})
 
 
 def test_sweep_expands_to_cartesian_product(scenario_dict) -> None:

@@ -30,9 +30,10 @@ from fedram_flwr.availability import (
     read_trace,
     write_trace,
 )
-from fedram_flwr.config import Scenario, ScenarioError, scenario_from_dict
+from fedram_flwr.config import Scenario, ScenarioError
 from fedram_flwr.engine import InProcessClientProxy, node_context, run_in_process
-from fedram_flwr.registry import build_oracle, oracle_rare_clients
+from fedram_flwr.experiment import build_oracle, rare_clients
+from fedram_flwr.registry import scenario_from_dict, with_overrides
 
 
 # ---------------------------------------------------------------------- helpers
@@ -100,7 +101,7 @@ def test_bernoulli_frequencies_match_p_and_rounds_are_independent(scenario_dict)
     x = oracle.availability_matrix(10_000)
     assert np.all(x[:, 0])  # p = 1: always there
     assert_matches_chain(x[:, 1:], p[1:], np.zeros(9))
-    assert oracle_rare_clients(s, seed=3) == (7, 8, 9)  # the least available: rare data
+    assert rare_clients(s, seed=3) == (7, 8, 9)  # the least available: rare data
 
 
 # ---------------------------------------------------------------------- Markov
@@ -251,7 +252,7 @@ def test_label_correlated_markov_moves_pi_and_lambda_together(scenario_dict) -> 
     params = {"p_min": 0.1, "label_correlated": True}
     s = scenario_with(scenario_dict, "bernoulli", params, client_classes=classes)
     assert build_oracle(s, seed=0).pi.tolist() == [0.1, 1.0, 0.55]
-    assert oracle_rare_clients(s, seed=0) == (0,)  # holds class 2, the highest
+    assert rare_clients(s, seed=0) == (0,)  # holds class 2, the highest
 
 
 # ------------------------------------------------------------------------ traces
@@ -433,8 +434,8 @@ def test_connected_oracle_samples_uniformly_among_connected() -> None:
 
 
 def test_connected_in_process_run_trains_everybody(tiny_scenario: Scenario, tmp_path) -> None:
-    s = tiny_scenario.with_overrides(
-        {"availability.oracle": "connected", "availability.params": {}, "rounds": 2}
+    s = with_overrides(
+        tiny_scenario, {"availability.oracle": "connected", "availability.params": {}, "rounds": 2}
     )
     rows = run_in_process(s, 0, tmp_path).read_metrics()
     assert [r["relayed"] for r in rows if r["round"]] == [[0, 1, 2]] * 2
