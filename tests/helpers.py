@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
+from fedram_flwr.config import ScenarioError
 from fedram_flwr.engine import run_in_process
 from fedram_flwr.flwr_engine import (
     TOKEN_ENV,
@@ -22,7 +24,7 @@ from fedram_flwr.flwr_engine import (
     run_with_flwr,
 )
 from fedram_flwr.outputs import RunDirectory
-from fedram_flwr.registry import load_scenario
+from fedram_flwr.registry import load_scenario, scenario_from_dict
 
 SEED = 0
 
@@ -146,3 +148,10 @@ def run_both_engines(
         flwr = {name: future.result() for name, future in futures.items()}
     assert_nothing_left(before, list(flwr.values()))
     return local, flwr
+
+
+def scenario_error(raw: dict[str, Any], make: Any = scenario_from_dict) -> str:
+    """The ScenarioError message ``make(raw)`` raises (default: the validated loader)."""
+    with pytest.raises(ScenarioError) as info:
+        make(raw)
+    return str(info.value)

@@ -18,9 +18,9 @@ from flwr.server import Server
 from fedram_flwr.engine import InProcessClientProxy, node_context
 from fedram_flwr.experiment import Experiment
 from fedram_flwr.models import get_weights
-from fedram_flwr.registry import ALGORITHMS, ORACLES, scenario_from_dict
+from fedram_flwr.registry import ALGORITHMS, ORACLES, algorithm_params, scenario_from_dict
 from fedram_flwr.registry.specs import AlgorithmSpec, OracleSpec
-from tests.helpers import TINY_GAUSSIAN
+from tests.helpers import TINY_GAUSSIAN, scenario_error
 
 # The few oracle params the tiny scenario (K = 3 clients) needs beyond each default.
 TINY_ORACLE_PARAMS: dict[str, dict[str, Any]] = {
@@ -119,3 +119,36 @@ def test_algorithm_runs_one_round(algorithm, oracle, informed, tmp_path: Path) -
     # The model moves exactly when somebody trained (and was weighed: more-available
     # trains the relayed clients but weighs those with pi < min_pi by 0).
     assert moved == (fits > 0), (moved, fits)
+
+
+# ------------------------------------------------------------ bad params
+@pytest.mark.parametrize("alpha", [0.0, -0.1, 1.5])
+def test_alpha_outside_unit_interval(scenario_dict, alpha: float) -> None:
+    scenario_dict["algorithm"]["params"]["alpha"] = alpha
+    msg = scenario_error(scenario_dict)
+    assert "algorithm.params.alpha" in msg
+    assert "(0, 1]" in msg
+
+
+@pytest.mark.parametrize("alpha", [1.0, 1e-3])
+def test_alpha_boundaries_allowed(scenario_dict, alpha: float) -> None:
+    scenario_dict["algorithm"]["params"]["alpha"] = alpha
+    assert algorithm_params(scenario_from_dict(scenario_dict)).alpha == alpha
+
+
+def test_gamma_outside_unit_interval(scenario_dict) -> None:
+    scenario_dict["algorithm"]["params"]["gamma"] = 1.01
+    msg = scenario_error(scenario_dict)
+    assert "algorithm.params.gamma" in msg and "[0, 1]" in msg
+
+
+def test_unknown_algorithm_param_lists_allowed(scenario_dict) -> None:
+    scenario_dict["algorithm"]["params"]["beta"] = 0.5
+    msg = scenario_error(scenario_dict)
+    assert msg.startswith("algorithm.params.beta: unknown key")
+    assert "alpha, gamma, lr_t, t_init" in msg
+
+
+def test_fedavg_takes_no_cvar_params(scenario_dict) -> None:
+    scenario_dict["algorithm"] = {"name": "fedavg", "params": {"alpha": 0.1}}
+    assert scenario_error(scenario_dict).startswith("algorithm.params.alpha: unknown key")
