@@ -35,11 +35,11 @@ import torch
 import yaml
 
 from fedram_flwr.availability import ram_relay
-from fedram_flwr.config import Scenario, load_scenario
+from fedram_flwr.config import Scenario
 from fedram_flwr.engine import run_in_process
-from fedram_flwr.experiment import Experiment
+from fedram_flwr.experiment import Experiment, hidden_law
 from fedram_flwr.models import get_weights, set_weights
-from fedram_flwr.registry import algorithm_params, ram_rho
+from fedram_flwr.registry import algorithm_params, load_scenario, with_overrides
 from fedram_flwr.strategies.fed_cvar_avg import cvar_gradient_weights
 from fedram_flwr.training import client_rng, local_sgd
 
@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def plain_loop(s: Scenario, seed: int) -> list[float]:
     """Seconds per round of a bare PyTorch loop doing the engine's local training."""
     exp = Experiment(s, seed)
-    rho, p, t = ram_rho(s, seed), algorithm_params(s), s.training
+    rho, p, t = hidden_law(s, seed), algorithm_params(s), s.training
     model = exp.new_model()
     theta, tau = get_weights(model), 0.0
     times = []
@@ -107,13 +107,14 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = ap.parse_args()
 
-    s = load_scenario(args.scenario).with_overrides(
+    s = with_overrides(
+        load_scenario(args.scenario),
         {
             "rounds": args.rounds + 1,
             "eval_every": 10 * args.rounds + 10,
             "training.local_epochs": args.local_epochs,
             "sweep": {},
-        }
+        },
     )
     Experiment(s, args.seed).data  # load once, outside the timings
     plain, inproc = [], []

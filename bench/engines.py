@@ -35,10 +35,10 @@ from typing import Any
 
 import yaml
 
-from fedram_flwr.config import load_scenario
 from fedram_flwr.engine import run_in_process
 from fedram_flwr.flwr_engine import DEPLOYMENT_LATENCY_ENV, generate_tls_files, run_with_flwr
 from fedram_flwr.outputs import RunDirectory
+from fedram_flwr.registry import load_scenario, with_overrides
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -95,8 +95,9 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = ap.parse_args()
 
-    s = load_scenario(args.scenario).with_overrides(
-        {"rounds": args.rounds + 2, "eval_every": args.rounds + 2, "sweep": {}}
+    s = with_overrides(
+        load_scenario(args.scenario),
+        {"rounds": args.rounds + 2, "eval_every": args.rounds + 2, "sweep": {}},
     )
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)

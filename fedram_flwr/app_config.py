@@ -8,9 +8,11 @@ from typing import Any
 
 import yaml
 
-from fedram_flwr.config import Scenario, ScenarioError, load_scenario
+from fedram_flwr.config import Scenario, ScenarioError
+from fedram_flwr.paths import APP_ROOT
+from fedram_flwr.registry import load_scenario, with_overrides
 
-APP_ROOT = Path(__file__).resolve().parent.parent
+__all__ = ["APP_ROOT", "parse_overrides", "run_settings", "scenario_from_run_config"]
 
 
 def parse_overrides(text: str) -> dict[str, Any]:
@@ -31,7 +33,7 @@ def scenario_from_run_config(path: str, overrides: str) -> Scenario:
     """The scenario file (relative paths are inside the app) with overrides applied."""
     file = Path(path) if Path(path).is_absolute() else APP_ROOT / path
     scenario = load_scenario(file)
-    return scenario.with_overrides(parse_overrides(overrides)) if overrides else scenario
+    return with_overrides(scenario, parse_overrides(overrides)) if overrides else scenario
 
 
 def run_settings(run_config: dict[str, Any]) -> tuple[Scenario, int]:

@@ -21,9 +21,10 @@ from pathlib import Path
 import yaml
 
 from fedram_flwr.app_config import parse_overrides
-from fedram_flwr.config import ScenarioError, load_scenario
+from fedram_flwr.config import ScenarioError
 from fedram_flwr.data import DatasetNotFoundError
 from fedram_flwr.outputs import RunDirectory
+from fedram_flwr.registry import load_scenario, with_overrides
 from fedram_flwr.report import write_report
 
 
@@ -90,7 +91,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)
     overrides = parse_overrides(",".join(args.overrides))
     if overrides:
-        scenario = scenario.with_overrides(overrides)
+        scenario = with_overrides(scenario, overrides)
     seeds = args.seeds or list(scenario.seeds)
     variants = scenario.variants()
     if args.variant:

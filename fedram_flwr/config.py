@@ -2,8 +2,11 @@
 
 A scenario file is the single source of truth of a run. Every section is a frozen
 dataclass; unknown keys and bad values raise :class:`ScenarioError` naming the field
-(``algorithm.alpha``) and the allowed values. Algorithm- and oracle-specific
-parameters are validated by the parameter class registered for their ``name``.
+(``algorithm.alpha``) and the allowed values. This module is the schema only and imports
+nothing from the package: ``algorithm.params`` and ``availability.params`` are checked
+by the parameter class registered for their name, in :mod:`fedram_flwr.registry`, whose
+``load_scenario`` / ``scenario_from_dict`` / ``with_overrides`` (schema + registry) are
+the ways to make a scenario.
 """
 
 from __future__ import annotations
@@ -210,11 +213,6 @@ class Scenario:
             raise ScenarioError("seeds: give at least one seed, e.g. seeds: [0, 1, 2]")
         if not self.name or "/" in self.name:
             raise ScenarioError(f"name: must be a non-empty name without '/', got {self.name!r}")
-        # Validate the registered parameters now: bad values fail at load time.
-        from fedram_flwr.registry import algorithm_params, oracle_params
-
-        oracle_params(self)
-        algorithm_params(self)
         for key, values in self.sweep.items():
             if not isinstance(values, (list, tuple)) or not values:
                 raise ScenarioError(
@@ -230,15 +228,10 @@ class Scenario:
     def to_dict(self) -> dict[str, Any]:
         return _plain(dataclasses.asdict(self))
 
-    def with_overrides(self, overrides: Mapping[str, Any]) -> Scenario:
-        """Return a copy with dotted-path overrides (``algorithm.params.alpha``)."""
-        data = self.to_dict()
-        for dotted, value in overrides.items():
-            _set_dotted(data, _canonical_path(dotted), value)
-        return scenario_from_dict(data)
-
     def variants(self) -> list[tuple[str, Scenario]]:
-        """Expand ``sweep`` into ``(label, scenario)`` pairs (one pair when empty)."""
+        """Expand ``sweep`` into ``(label, scenario)`` pairs (one pair when empty).
+
+        Schema-checked here; the registry validated every variant with the scenario."""
         if not self.sweep:
             return [("default", self)]
         keys = list(self.sweep)
@@ -247,7 +240,7 @@ class Scenario:
             label = "_".join(_label_part(k, v) for k, v in zip(keys, values))
             base = self.to_dict()
             base["sweep"] = {}
-            variant = scenario_from_dict(base).with_overrides(dict(zip(keys, values)))
+            variant = parse_scenario(apply_overrides(base, dict(zip(keys, values))))
             out.append((label, variant))
         labels = [label for label, _ in out]
         if len(set(labels)) < len(labels):
@@ -268,8 +261,8 @@ def _label_part(key: str, value: Any) -> str:
 
 
 # ----------------------------------------------------------------------- loading
-def load_scenario(path: str | Path) -> Scenario:
-    """Read a scenario YAML file; errors name the file and the field."""
+def read_scenario_file(path: str | Path) -> dict[str, Any]:
+    """The raw mapping of a scenario YAML file (``name`` defaults to the file's stem)."""
     path = Path(path)
     if not path.is_file():
         raise ScenarioError(f"scenario file not found: {path}")
@@ -278,14 +271,22 @@ def load_scenario(path: str | Path) -> Scenario:
     if not isinstance(raw, dict):
         raise ScenarioError(f"{path}: a scenario must be a YAML mapping")
     raw.setdefault("name", path.stem)
-    try:
-        return scenario_from_dict(raw)
-    except ScenarioError as err:
-        raise ScenarioError(f"{path}: {err}") from None
+    return raw
 
 
-def scenario_from_dict(raw: Mapping[str, Any]) -> Scenario:
+def parse_scenario(raw: Mapping[str, Any]) -> Scenario:
+    """The schema half of :func:`fedram_flwr.registry.scenario_from_dict`: types, ranges
+    and keys of every section, not the registered ``params``."""
     return _build(Scenario, raw, "")
+
+
+def apply_overrides(raw: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of scenario mapping ``raw`` with dotted-path overrides applied
+    (``algorithm.params.alpha``, or its short form ``algorithm.alpha``)."""
+    data = _plain(raw)
+    for dotted, value in overrides.items():
+        _set_dotted(data, _canonical_path(dotted), value)
+    return data
 
 
 def _canonical_path(dotted: str) -> str:
@@ -352,7 +353,8 @@ def _build(cls: type, raw: Any, prefix: str) -> Any:
 
 
 def build_params(cls: type, raw: Mapping[str, Any], prefix: str) -> Any:
-    """Build a registered parameter dataclass (algorithm / oracle params)."""
+    """Build a registered parameter dataclass (algorithm / oracle params), checking its
+    keys and types; errors name the field as ``prefix`` + key."""
     return _build(cls, raw, prefix)
 
 

@@ -1,4 +1,9 @@
-"""Builds a scenario's Flower objects for one seed; every engine uses this."""
+"""The composition root: a scenario and a seed -> data, oracle, strategy and clients.
+
+Every engine builds its Flower objects here, through the registry's specs (their class
+references; nothing is looked up by string). The scenario comes validated from
+:mod:`fedram_flwr.registry`; building may still raise for what only the data can tell
+(rFedFair's alpha_i >= p_i)."""
 
 from __future__ import annotations
 
@@ -9,13 +14,12 @@ from flwr.client import NumPyClient
 from flwr.common import Metrics, RecordDict
 from flwr.server.strategy import Strategy
 
-from fedram_flwr import clients
 from fedram_flwr.availability import OracleClientManager
 from fedram_flwr.config import Scenario
 from fedram_flwr.data import FederatedData, load_federated_data
 from fedram_flwr.evaluation import make_evaluate_fn
 from fedram_flwr.models import build_model, get_weights
-from fedram_flwr.registry import algorithm_params, algorithm_spec, oracle_spec
+from fedram_flwr.registry import algorithm_params, algorithm_spec, oracle_params, oracle_spec
 
 
 def weighted_mean_metrics(results: list[tuple[int, Metrics]]) -> Metrics:
@@ -23,6 +27,23 @@ def weighted_mean_metrics(results: list[tuple[int, Metrics]]) -> Metrics:
     total = sum(n for n, _ in results)
     keys = {k for _, m in results for k, v in m.items() if isinstance(v, (int, float))}
     return {k: sum(n * float(m[k]) for n, m in results if k in m) / total for k in sorted(keys)}
+
+
+def build_oracle(scenario: Scenario, seed: int) -> OracleClientManager:
+    """A fresh ClientManager of the scenario's oracle (its draws depend only on
+    (seed, round))."""
+    return oracle_spec(scenario).build(oracle_params(scenario), scenario, seed)
+
+
+def hidden_law(scenario: Scenario, seed: int) -> np.ndarray:
+    """Each client's long-run availability under the scenario's oracle: for plots, and
+    for strategies only when the scenario runs them oracle-informed."""
+    return oracle_spec(scenario).law(oracle_params(scenario), scenario, seed)
+
+
+def rare_clients(scenario: Scenario, seed: int) -> tuple[int, ...]:
+    """The (100 - M)% least available clients, who hold the rare patterns (Sec. 4)."""
+    return oracle_spec(scenario).rare_clients(oracle_params(scenario), scenario, seed)
 
 
 class Experiment:
@@ -34,21 +55,21 @@ class Experiment:
 
     @cached_property
     def rare_clients(self) -> tuple[int, ...]:
-        return oracle_spec(self.scenario).rare_clients(self.scenario, self.seed)
+        return rare_clients(self.scenario, self.seed)
 
     @cached_property
     def data(self) -> FederatedData:
         return load_federated_data(self.scenario.data, self.rare_clients, self.seed)
 
     def hidden_law(self) -> np.ndarray:
-        return oracle_spec(self.scenario).hidden_law(self.scenario, self.seed)
+        return hidden_law(self.scenario, self.seed)
 
     def new_model(self):
         d = self.data
         return build_model(self.scenario.model.name, d.input_shape, d.num_classes, self.seed)
 
     def client_manager(self) -> OracleClientManager:
-        return oracle_spec(self.scenario).build(self.scenario, self.seed)
+        return build_oracle(self.scenario, self.seed)
 
     def strategy(self) -> Strategy:
         s, d = self.scenario, self.data
@@ -75,7 +96,7 @@ class Experiment:
             ),
         )
         theta = get_weights(self.new_model())
-        return algorithm_spec(s).build(algorithm_params(s), theta, self, **common)
+        return algorithm_spec(s).build_strategy(algorithm_params(s), self, theta, **common)
 
     def client(self, partition_id: int, state: RecordDict | None = None) -> NumPyClient:
         """Client ``partition_id``; ``state`` is its ``Context.state`` (kept across rounds)."""
@@ -85,8 +106,7 @@ class Experiment:
                 f"partition id {partition_id} is outside 0..{len(d.client_y) - 1} "
                 f"(data.num_clients = {len(d.client_y)})"
             )
-        cls = getattr(clients, algorithm_spec(self.scenario).client)
-        return cls(
+        return algorithm_spec(self.scenario).client(
             partition_id=partition_id,
             model=self.new_model(),
             x=d.client_x[partition_id],

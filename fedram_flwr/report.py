@@ -510,10 +510,10 @@ def plot_boundaries(root: Path, out: Path, seed: int = 0) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from fedram_flwr.config import scenario_from_dict
     from fedram_flwr.experiment import Experiment
     from fedram_flwr.models import set_weights
     from fedram_flwr.plots import plot_decision_boundary, read_final_model
+    from fedram_flwr.registry import scenario_from_dict
 
     runs = [
         r for r in find_runs(root) if r.status() == "complete" and r.scenario().get("seed") == seed
@@ -547,9 +547,9 @@ def plot_group_weights_by_variant(root: Path, out: Path) -> str:
     Returns the table of the paper's end-of-training importance
     (1/T) sum_t sum_{k in group} q_k^(t) per group, mean ± std over seeds ("" when no
     complete run recorded weights)."""
-    from fedram_flwr.config import scenario_from_dict
     from fedram_flwr.experiment import Experiment
     from fedram_flwr.plots import client_groups, plot_group_weights
+    from fedram_flwr.registry import scenario_from_dict
 
     by_variant: dict[str, list[np.ndarray]] = defaultdict(list)
     groups: dict[str, dict[str, np.ndarray]] = {}

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from fedram_flwr.config import Scenario, scenario_from_dict
+from fedram_flwr.config import Scenario
+from fedram_flwr.registry import scenario_from_dict
 from tests.helpers import TINY_GAUSSIAN, tiny_ca_fed_dict
 
 

@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from flwr.client import NumPyClient
 from flwr.common import Context, GetPropertiesIns
 from flwr.server.client_proxy import ClientProxy
 
 from fedram_flwr.availability import OracleClientManager
-from fedram_flwr.config import Scenario, load_scenario, scenario_from_dict
+from fedram_flwr.config import Scenario, ScenarioError
 from fedram_flwr.engine import InProcessClientProxy, node_context, run_in_process
 from fedram_flwr.flwr_engine import (
     TOKEN_ENV,
@@ -28,6 +29,7 @@ from fedram_flwr.flwr_engine import (
 )
 from fedram_flwr.outputs import RunDirectory
 from fedram_flwr.protocol import PARTITION_ID
+from fedram_flwr.registry import load_scenario, scenario_from_dict
 
 SEED = 0
 
@@ -223,3 +225,11 @@ def assert_matches_chain(x: np.ndarray, pi: np.ndarray, lam: np.ndarray) -> None
     assert np.all(freq_err < 5 * se_freq), (x.mean(axis=0), pi, se_freq)
     r1_err = np.abs(lag1_autocorrelation(x) - lam)
     assert np.all(r1_err < 5 * se_r1 + 2 / t), (lag1_autocorrelation(x), lam, se_r1)
+
+
+# ------------------------------------------------------------------ scenarios
+def scenario_error(raw: dict[str, Any], make: Any = scenario_from_dict) -> str:
+    """The ScenarioError message ``make(raw)`` raises (default: the validated loader)."""
+    with pytest.raises(ScenarioError) as info:
+        make(raw)
+    return str(info.value)

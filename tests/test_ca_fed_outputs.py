@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedram_flwr.config import scenario_from_dict
 from fedram_flwr.engine import run_in_process
 from fedram_flwr.outputs import availability_from_rows, summarise
 from fedram_flwr.plots import client_groups, cumulative_group_weights
+from fedram_flwr.registry import scenario_from_dict
 from fedram_flwr.report import write_report
 from fedram_flwr.strategies.ca_fed import (
     lambda_hat,

@@ -23,7 +23,8 @@ from fedram_flwr.data import (
     split_by_class_lists,
     subsample_per_class,
 )
-from fedram_flwr.registry import ram_rare_clients
+from fedram_flwr.experiment import rare_clients
+from fedram_flwr.registry import with_overrides
 
 
 # ----------------------------------------------------------- split by classes
@@ -132,7 +133,7 @@ def test_gaussian_patterns_centres_on_circle() -> None:
 
 def test_federated_gaussian_fig2a(tiny_scenario) -> None:
     # rho = (0.5, 0.4, 0.1): the least likely user 2 is rare and holds pattern 2 alone.
-    rare = ram_rare_clients(tiny_scenario, 0)
+    rare = rare_clients(tiny_scenario, 0)
     assert rare == (2,)
     fd = load_federated_data(tiny_scenario.data, rare, 0)
     assert fd.rare_classes == (2,)
@@ -145,11 +146,11 @@ def test_federated_gaussian_fig2a(tiny_scenario) -> None:
 
 
 def test_federated_data_checks_client_classes(tiny_scenario) -> None:
-    cfg = tiny_scenario.with_overrides({"data.client_classes": [[0], [1], [1, 2]]}).data
+    cfg = with_overrides(tiny_scenario, {"data.client_classes": [[0], [1], [1, 2]]}).data
     fd = load_federated_data(cfg, (2,), 0)
     assert fd.rare_classes == (2,)
     assert len(fd.client_y[1]) + len(fd.client_y[2]) == 80
-    bad = tiny_scenario.with_overrides({"data.client_classes": [[0], [1], [7]]}).data
+    bad = with_overrides(tiny_scenario, {"data.client_classes": [[0], [1], [7]]}).data
     with pytest.raises(ScenarioError, match=r"data\.client_classes: \[7\].*0\.\.2"):
         load_federated_data(bad, (2,), 0)
 

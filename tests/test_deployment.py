@@ -29,7 +29,6 @@ import pytest
 import yaml
 
 from fedram_flwr.app_config import APP_ROOT
-from fedram_flwr.config import load_scenario
 from fedram_flwr.engine import run_in_process
 from fedram_flwr.flwr_engine import (
     DEPLOYMENT_LATENCY_ENV,
@@ -38,6 +37,7 @@ from fedram_flwr.flwr_engine import (
     surviving_processes,
 )
 from fedram_flwr.outputs import RunDirectory
+from fedram_flwr.registry import load_scenario, with_overrides
 from tests.helpers import final_arrays
 
 pytestmark = pytest.mark.flwr
@@ -130,8 +130,9 @@ def test_killed_supernode_is_dropped_and_nothing_aggregated_is_lost(tmp_path: Pa
     # The same participation replayed in-process gives the same model.
     trace = tmp_path / "relayed.json"
     trace.write_text(json.dumps([r["relayed"] for r in (r1, r2, r3)]))
-    replay = load_scenario(path).with_overrides(
-        {"availability.oracle": "trace", "availability.params": {"path": str(trace)}}
+    replay = with_overrides(
+        load_scenario(path),
+        {"availability.oracle": "trace", "availability.params": {"path": str(trace)}},
     )
     local = run_in_process(replay, SEED, tmp_path / "replay")
     assert_same_model(run, local)

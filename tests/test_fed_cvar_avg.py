@@ -17,6 +17,7 @@ from fedram_flwr.config import Scenario
 from fedram_flwr.engine import run_in_process
 from fedram_flwr.models import build_model, get_weights
 from fedram_flwr.protocol import PARTITION_ID
+from fedram_flwr.registry import with_overrides
 from fedram_flwr.strategies import FedCVaRAvg, cvar_gradient_weights, cvar_local_objective
 from fedram_flwr.strategies.fed_cvar_avg import join_theta_t, split_theta_t
 
@@ -217,7 +218,7 @@ def runs(tmp_path_factory, tiny_gaussian: Scenario):
 
     def run(label: str, overrides: dict) -> tuple[Scenario, list[np.ndarray], list[dict]]:
         if label not in cache:
-            scenario = base.with_overrides(overrides)
+            scenario = with_overrides(base, overrides)
             out = run_in_process(scenario, 0, tmp_path_factory.mktemp(label), label=label)
             assert out.status() == "complete"
             cache[label] = (scenario, out)

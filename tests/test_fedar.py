@@ -16,6 +16,7 @@ from fedram_flwr.config import Scenario, ScenarioError
 from fedram_flwr.engine import run_in_process
 from fedram_flwr.experiment import Experiment
 from fedram_flwr.protocol import PARTITION_ID
+from fedram_flwr.registry import with_overrides
 from fedram_flwr.strategies import MIFA, FedAR, FedAU, FedAvgIS, FedAvgSampled, FedVARP
 from fedram_flwr.strategies.fedar import fedar_direction, fedar_weights, g_convex, g_nonconvex
 from fedram_flwr.strategies.participation import (
@@ -245,17 +246,18 @@ def test_fedavg_is_estimates_p_from_the_rounds_it_has_seen() -> None:
 
 
 def test_fedavg_is_reads_the_hidden_law_only_when_told(tiny_gaussian: Scenario) -> None:
-    scenario = tiny_gaussian.with_overrides(
+    scenario = with_overrides(
+        tiny_gaussian,
         {
             "availability": {"oracle": "bernoulli", "params": {"p": [1.0, 0.5, 0.25]}},
             "algorithm": {"name": "fedavg-is", "params": {}},
-        }
+        },
     )
     assert Experiment(scenario, 0).strategy().known_p is None
-    oracle = scenario.with_overrides({"algorithm.params.availability": "oracle"})
+    oracle = with_overrides(scenario, {"algorithm.params.availability": "oracle"})
     np.testing.assert_array_equal(Experiment(oracle, 0).strategy().known_p, [1.0, 0.5, 0.25])
     with pytest.raises(ScenarioError, match="algorithm.params.availability.*estimated"):
-        scenario.with_overrides({"algorithm.params.availability": "true"})
+        with_overrides(scenario, {"algorithm.params.availability": "true"})
 
 
 def test_subsample_is_seeded_and_bounded() -> None:
@@ -289,15 +291,15 @@ def final_arrays(run_dir) -> list[np.ndarray]:
 @pytest.fixture(scope="module")
 def always_available(tmp_path_factory, tiny_gaussian: Scenario):
     """The tiny 3-client scenario (equal data sizes) with every client always available."""
-    base = tiny_gaussian.with_overrides(
-        {"availability": {"oracle": "bernoulli", "params": {"p": [1.0, 1.0, 1.0]}}}
+    base = with_overrides(
+        tiny_gaussian, {"availability": {"oracle": "bernoulli", "params": {"p": [1.0, 1.0, 1.0]}}}
     )
     cache: dict[str, list[np.ndarray]] = {}
 
     def run(name: str, params: dict | None = None) -> list[np.ndarray]:
         key = f"{name}{sorted((params or {}).items())}"
         if key not in cache:
-            scenario = base.with_overrides({"algorithm": {"name": name, "params": params or {}}})
+            scenario = with_overrides(base, {"algorithm": {"name": name, "params": params or {}}})
             out = run_in_process(scenario, 0, tmp_path_factory.mktemp(name), label=name)
             cache[key] = final_arrays(out)
         return cache[key]

@@ -22,6 +22,7 @@ from fedram_flwr.data import (
 )
 from fedram_flwr.experiment import Experiment
 from fedram_flwr.models import build_model
+from fedram_flwr.registry import with_overrides
 
 
 @pytest.mark.parametrize("num_clients", [80, 90, 100, 110, 120])
@@ -102,7 +103,8 @@ def test_two_class_cifar10_clients_train_lenet5(
 ) -> None:
     write_cifar10(tmp_path)
     monkeypatch.setenv("FEDRAM_DATA", str(tmp_path))
-    scenario = tiny_gaussian.with_overrides(
+    scenario = with_overrides(
+        tiny_gaussian,
         {
             "data": {
                 "dataset": "cifar10",
@@ -114,7 +116,7 @@ def test_two_class_cifar10_clients_train_lenet5(
             "algorithm": {"name": "fedar", "params": {}},
             "training": {"lr": 0.1, "local_steps": 2, "batch_size": 4, "weight_decay": 1e-3},
             "model": {"name": "lenet5"},
-        }
+        },
     )
     exp = Experiment(scenario, 0)
     # Client k holds classes k and k + 1 (mod 10); each class (10 images) is halved.

@@ -13,7 +13,7 @@ import torch
 import yaml
 from torch.nn import functional as F
 
-from fedram_flwr.config import ScenarioError, scenario_from_dict
+from fedram_flwr.config import ScenarioError
 from fedram_flwr.data import (
     keep_and_relabel,
     load_federated_data,
@@ -23,6 +23,7 @@ from fedram_flwr.data import (
 from fedram_flwr.evaluation import client_test_metrics
 from fedram_flwr.experiment import Experiment
 from fedram_flwr.models import get_weights
+from fedram_flwr.registry import scenario_from_dict
 from fedram_flwr.report import fairness_table, per_client_test_table, write_report
 from fedram_flwr.strategies.rc_fl import hcvar
 

@@ -24,6 +24,7 @@ from fedram_flwr.engine import InProcessClientProxy, node_context
 from fedram_flwr.experiment import Experiment
 from fedram_flwr.models import build_model, get_weights
 from fedram_flwr.protocol import PARTITION_ID
+from fedram_flwr.registry import with_overrides
 from fedram_flwr.strategies import Scaffold
 from fedram_flwr.strategies.scaffold import scaffold_control_update, scaffold_server_update
 
@@ -145,11 +146,12 @@ def test_client_one_step_and_control_kept_in_state() -> None:
 
 
 def test_in_process_engine_keeps_the_control_in_context_state(tiny_gaussian: Scenario) -> None:
-    scenario = tiny_gaussian.with_overrides(
+    scenario = with_overrides(
+        tiny_gaussian,
         {
             "algorithm": {"name": "scaffold", "params": {}},
             "availability": {"oracle": "bernoulli", "params": {"p": [1.0, 1.0, 1.0]}},
-        }
+        },
     )
     exp = Experiment(scenario, 0)
     context = node_context(1, 3, {})

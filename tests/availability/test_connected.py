@@ -9,6 +9,7 @@ from flwr.common import FitIns, Parameters
 from fedram_flwr.availability import ConnectedClientManager
 from fedram_flwr.config import Scenario
 from fedram_flwr.engine import InProcessClientProxy, node_context, run_in_process
+from fedram_flwr.registry import with_overrides
 from tests.helpers import client_fn, partition_of
 
 
@@ -66,8 +67,8 @@ def test_connected_oracle_asks_a_failed_client_again_after_retry_after_rounds() 
 
 
 def test_connected_in_process_run_trains_everybody(tiny_scenario: Scenario, tmp_path) -> None:
-    s = tiny_scenario.with_overrides(
-        {"availability.oracle": "connected", "availability.params": {}, "rounds": 2}
+    s = with_overrides(
+        tiny_scenario, {"availability.oracle": "connected", "availability.params": {}, "rounds": 2}
     )
     rows = run_in_process(s, 0, tmp_path).read_metrics()
     assert [r["relayed"] for r in rows if r["round"]] == [[0, 1, 2]] * 2

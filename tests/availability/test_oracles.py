@@ -22,7 +22,8 @@ from fedram_flwr.availability import (
 )
 from fedram_flwr.config import ScenarioError
 from fedram_flwr.engine import InProcessClientProxy, node_context
-from fedram_flwr.registry import build_oracle, oracle_rare_clients, ram_rare_clients, ram_rho
+from fedram_flwr.experiment import build_oracle, hidden_law, rare_clients
+from fedram_flwr.registry import with_overrides
 from tests.helpers import (
     MARKOV_LAM,
     MARKOV_PI,
@@ -71,18 +72,19 @@ def test_manager_rejects_too_many_clients_per_round() -> None:
 
 
 def test_registry_rare_clients_are_least_likely(tiny_scenario) -> None:
-    s = tiny_scenario.with_overrides(
+    s = with_overrides(
+        tiny_scenario,
         {
             "data.num_clients": 30,
             "data.client_classes": None,
             "data.frequent_fraction": 0.9,
             "availability.params": {"rare_rho": list(RARE_RHO)},
-        }
+        },
     )
-    rho = ram_rho(s, seed=0)
+    rho = hidden_law(s, seed=0)
     assert rho[-3:].tolist() == list(RARE_RHO)
-    assert ram_rare_clients(s, seed=0) == (27, 28, 29)
-    assert not np.array_equal(rho, ram_rho(s, seed=1))  # the frequent law depends on the seed
+    assert rare_clients(s, seed=0) == (27, 28, 29)
+    assert not np.array_equal(rho, hidden_law(s, seed=1))  # the frequent law depends on the seed
 
 
 # ------------------------------------------------------------------- Bernoulli
@@ -94,7 +96,7 @@ def test_bernoulli_frequencies_match_p_and_rounds_are_independent(scenario_dict)
     x = oracle.availability_matrix(10_000)
     assert np.all(x[:, 0])  # p = 1: always there
     assert_matches_chain(x[:, 1:], p[1:], np.zeros(9))
-    assert oracle_rare_clients(s, seed=3) == (7, 8, 9)  # the least available: rare data
+    assert rare_clients(s, seed=3) == (7, 8, 9)  # the least available: rare data
 
 
 # ---------------------------------------------------------------------- Markov
@@ -213,7 +215,7 @@ def test_label_correlated_markov_moves_pi_and_lambda_together(scenario_dict) -> 
     params = {"p_min": 0.1, "label_correlated": True}
     s = scenario_with(scenario_dict, "bernoulli", params, client_classes=classes)
     assert build_oracle(s, seed=0).pi.tolist() == [0.1, 1.0, 0.55]
-    assert oracle_rare_clients(s, seed=0) == (0,)  # holds class 2, the highest
+    assert rare_clients(s, seed=0) == (0,)  # holds class 2, the highest
 
 
 # ------------------------------------------------------------------ hidden law

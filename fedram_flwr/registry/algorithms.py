@@ -1,0 +1,399 @@
+"""The algorithms a scenario may name in ``algorithm.name``.
+
+Each algorithm is declared once, as an :class:`AlgorithmSpec`: its name, the dataclass of
+its ``algorithm.params``, its Flower strategy class, its client class and which hidden
+oracle parameters it reads when run oracle-informed. Every params dataclass has the
+same two methods: ``check(scenario)`` raises errors naming the scenario field and the
+allowed values, ``strategy_kwargs(run, initial)`` gives the strategy's own keyword
+arguments (the strategy receives them with the FedAvg ones every algorithm shares).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Literal
+
+import numpy as np
+from flwr.common import NDArrays, ndarrays_to_parameters
+
+from fedram_flwr.clients import CAFedClient, CVaRClient, ERMClient, RCFLClient, ScaffoldClient
+from fedram_flwr.config import Scenario, ScenarioError, check_range
+from fedram_flwr.registry.oracles import MARKOV
+from fedram_flwr.registry.specs import AlgorithmParams, AlgorithmSpec, Hidden, Run
+from fedram_flwr.strategies import (
+    AFL,
+    F3AST,
+    MIFA,
+    QFFL,
+    AdaFed,
+    CAFed,
+    FedAR,
+    FedAU,
+    FedAvg,
+    FedAvgIS,
+    FedAvgSampled,
+    FedCVaRAvg,
+    FedVARP,
+    MoreAvailable,
+    RFedFair,
+    Scaffold,
+    Unbiased,
+)
+from fedram_flwr.strategies.fedar import g_convex, g_nonconvex
+from fedram_flwr.strategies.rc_fl import check_alpha, per_client
+
+
+def client_shares(run: Run) -> np.ndarray:
+    """p_i = m_i / m: each client's share of the training samples."""
+    sizes = np.array([len(y) for y in run.data.client_y], dtype=float)
+    return sizes / sizes.sum()
+
+
+# -------------------------------------------------------- FedAvg, Fed-CVaR-Avg
+@dataclass(frozen=True)
+class FedAvgParams(AlgorithmParams):
+    """FedAvg takes no parameters beyond ``training``."""
+
+    def strategy_kwargs(self, run: Run, initial: NDArrays) -> dict[str, Any]:
+        return {"initial_parameters": ndarrays_to_parameters(initial)}
+
+
+@dataclass(frozen=True)
+class FedCVaRAvgParams(AlgorithmParams):
+    """Fed-CVaR-Avg (Alg. 1): CVaR level alpha, trade-off gamma, step size eta_t."""
+
+    alpha: float = 0.1
+    gamma: float = 0.1
+    lr_t: float = 5e-4
+    t_init: float = 0.0
+
+    def check(self, scenario: Scenario) -> None:
+        check_range("algorithm.params.alpha", self.alpha, 0.0, 1.0, lo_open=True)
+        check_range("algorithm.params.gamma", self.gamma, 0.0, 1.0)
+        check_range("algorithm.params.lr_t", self.lr_t, 0.0, None)
+
+    def strategy_kwargs(self, run: Run, initial: NDArrays) -> dict[str, Any]:
+        return {
+            "initial_theta": initial,
+            "alpha": self.alpha,
+            "gamma": self.gamma,
+            "lr_t": self.lr_t,
+            "t_init": self.t_init,
+        }
+
+
+# ---------------------------------------------------- CA-Fed and its baselines
+@dataclass(frozen=True)
+class AvailabilityAwareParams(AlgorithmParams):
+    """Shared by CA-Fed and its baselines (CA-Fed Sec. V-A c): the server learning rate
+    eta_bar of eq. 3, and where each client's pi comes from: ``estimated`` (Sec. IV-B,
+    Beta(1, 1) priors) or ``oracle`` (the oracle's true values: oracle-informed, as in
+    the paper's main experiments). The target importance alpha is proportional to the
+    clients' training-set sizes (Sec. II)."""
+
+    server_lr: float = 1.0
+    availability: Literal["estimated", "oracle"] = "estimated"
+
+    def check(self, scenario: Scenario) -> None:
+        check_range("algorithm.params.server_lr", self.server_lr, 0.0, None, lo_open=True)
+
+    @property
+    def oracle_informed(self) -> bool:
+        return self.availability == "oracle"
+
+    def strategy_kwargs(self, run: Run, initial: NDArrays) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {
+            "initial_theta": initial,
+            "alpha": client_shares(run),
+            "server_lr": self.server_lr,
+        }
+        if self.oracle_informed:
+            kwargs["known_pi"] = run.hidden_law()
+        return kwargs
+
+
+@dataclass(frozen=True)
+class CAFedParams(AvailabilityAwareParams):
+    """CA-Fed (Alg. 1): kappa_bar^2 (Sec. IV-C), beta (eq. 17), tau (line 19), how F_k*
+    is estimated (``loss_floor``, see strategies/ca_fed.py); in oracle-informed mode it
+    also receives each client's true lambda_k."""
+
+    kappa2: float = 1.0
+    beta: float = 1.0
+    tau: float = 0.0
+    loss_floor: Literal["running-min", "local-optimum"] = "running-min"
+
+    def check(self, scenario: Scenario) -> None:
+        super().check(scenario)
+        check_range("algorithm.params.kappa2", self.kappa2, 0.0, None)
+        check_range("algorithm.params.beta", self.beta, 0.0, 1.0, lo_open=True)
+        check_range("algorithm.params.tau", self.tau, 0.0, None)
+
+    def strategy_kwargs(self, run: Run, initial: NDArrays) -> dict[str, Any]:
+        kwargs = super().strategy_kwargs(run, initial)
+        kwargs.update(kappa2=self.kappa2, beta=self.beta, tau=self.tau, loss_floor=self.loss_floor)
+        if self.oracle_informed:
+            kwargs["known_lam"] = run.client_manager().lam
+        return kwargs
+
+
+@dataclass(frozen=True)
+class MoreAvailableParams(AvailabilityAwareParams):
+    """More available: only the clients with pi_k >= min_pi (1/2 splits the paper's
+    population, pi = 1/2 +- g)."""
+
+    min_pi: float = 0.5
+
+    def check(self, scenario: Scenario) -> None:
+        super().check(scenario)
+        check_range("algorithm.params.min_pi", self.min_pi, 0.0, 1.0)
+
+    def strategy_kwargs(self, run: Run, initial: NDArrays) -> dict[str, Any]:
+        return {**super().strategy_kwargs(run, initial), "min_pi": self.min_pi}
+
+
+@dataclass(frozen=True)
+class F3ASTParams(AvailabilityAwareParams):
+    """F3AST: at most ``clients_per_round`` participants per round (default: half the
+    clients, the authors' 12 of 24 in CA-Fed's code)."""
+
+    clients_per_round: int | None = None
+
+    def check(self, scenario: Scenario) -> None:
+        super().check(scenario)
+        if self.clients_per_round is not None:
+            k = scenario.data.num_clients
+            check_range("algorithm.params.clients_per_round", self.clients_per_round, 1, k)
+
+    def strategy_kwargs(self, run: Run, initial: NDArrays) -> dict[str, Any]:
+        m = self.clients_per_round or max(1, run.scenario.data.num_clients // 2)
+        return {**super().strategy_kwargs(run, initial), "clients_per_round": m}
+
+
+# ---------------------------------------- FedAR and the stale-update baselines
+@dataclass(frozen=True)
+class ScheduledParams(AlgorithmParams):
+    """Shared by FedAR and its baselines: eta_t = training.lr * lr_decay^(t - 1) is the
+    clients' step size in round t and FedAR's (MIFA's, FedVARP's) server step size.
+    FedAR Sec. 6.1 gives only eta_0 = 0.1; lr_decay = 1 keeps it constant.
+    ``availability``: where the one baseline that weighs by p_i (FedAvg-IS) takes it
+    from, ``estimated`` online (CA-Fed's pi_hat) or ``oracle`` (the true p_i:
+    oracle-informed, as in FedAR's Sec. 6.1); shared so that one scenario can sweep
+    ``algorithm.name``. No other algorithm of this family reads p_i."""
+
+    lr_decay: float = 1.0
+    availability: Literal["estimated", "oracle"] = "estimated"
+
+    def check(self, scenario: Scenario) -> None:
+        check_range("algorithm.params.lr_decay", self.lr_decay, 0.0, 1.0, lo_open=True)
+
+    @property
+    def oracle_informed(self) -> bool:
+        return self.availability == "oracle"
+
+    def strategy_kwargs(self, run: Run, initial: NDArrays) -> dict[str, Any]:
+        """A VectorStrategy's: N = data.num_clients, eta_0 = training.lr."""
+        return {
+            "initial_arrays": initial,
+            "num_clients": run.scenario.data.num_clients,
+            "lr": run.scenario.training.lr,
+            "lr_decay": self.lr_decay,
+        }
+
+
+@dataclass(frozen=True)
+class FedARParams(ScheduledParams):
+    """FedAR (eq. 6): rho, and the cut-off g(t) of Sec. 5, ``convex`` t0 + t / b (t0 > 0,
+    b > 2) or ``nonconvex`` scale * max(sqrt(t), sqrt(t0)). The paper gives no values
+    for t0, b and scale; these defaults drop updates that are 10 + t/4 rounds old."""
+
+    rho: float = 0.1
+    g: Literal["convex", "nonconvex"] = "convex"
+    t0: float = 10.0
+    b: float = 4.0
+    scale: float = 4.0
+
+    def check(self, scenario: Scenario) -> None:
+        super().check(scenario)
+        check_range("algorithm.params.rho", self.rho, 0.0, 1.0)
+        check_range("algorithm.params.t0", self.t0, 0.0, None, lo_open=True)
+        check_range("algorithm.params.b", self.b, 2.0, None, lo_open=True)
+        check_range("algorithm.params.scale", self.scale, 0.0, None, lo_open=True)
+
+    def strategy_kwargs(self, run: Run, initial: NDArrays) -> dict[str, Any]:
+        if self.g == "convex":
+            g = partial(g_convex, t0=self.t0, b=self.b)
+        else:
+            g = partial(g_nonconvex, t0=self.t0, scale=self.scale)
+        return {**super().strategy_kwargs(run, initial), "rho": self.rho, "g": g}
+
+
+@dataclass(frozen=True)
+class FedAvgISParams(ScheduledParams):
+    """FedAvg-IS weighs each available client by 1 / p_i: the oracle's hidden p_i only
+    with ``availability: oracle`` (the opt-in), else CA-Fed's estimate."""
+
+    def strategy_kwargs(self, run: Run, initial: NDArrays) -> dict[str, Any]:
+        known_p = run.hidden_law() if self.oracle_informed else None
+        return {**super().strategy_kwargs(run, initial), "known_p": known_p}
+
+
+@dataclass(frozen=True)
+class FedAvgSampledParams(ScheduledParams):
+    """FedAvg(S): at most ``max_clients`` (S) of the available clients a round, drawn
+    from (seed, round) (FedAR Sec. 6.1: S = 50)."""
+
+    max_clients: int = 50
+
+    def check(self, scenario: Scenario) -> None:
+        super().check(scenario)
+        check_range("algorithm.params.max_clients", self.max_clients, 1, None)
+
+    def strategy_kwargs(self, run: Run, initial: NDArrays) -> dict[str, Any]:
+        kwargs = super().strategy_kwargs(run, initial)
+        return {**kwargs, "max_clients": self.max_clients, "seed": run.seed}
+
+
+@dataclass(frozen=True)
+class FedAUParams(ScheduledParams):
+    """FedAU: the cut-off K of the participation intervals (Wang & Ji's code: 50)."""
+
+    cutoff: int = 50
+
+    def check(self, scenario: Scenario) -> None:
+        super().check(scenario)
+        check_range("algorithm.params.cutoff", self.cutoff, 1, None)
+
+    def strategy_kwargs(self, run: Run, initial: NDArrays) -> dict[str, Any]:
+        return {**super().strategy_kwargs(run, initial), "cutoff": self.cutoff}
+
+
+@dataclass(frozen=True)
+class ScaffoldParams(ScheduledParams):
+    """SCAFFOLD: the global step size eta_g (Karimireddy et al., Alg. 1)."""
+
+    server_lr: float = 1.0
+
+    def check(self, scenario: Scenario) -> None:
+        super().check(scenario)
+        check_range("algorithm.params.server_lr", self.server_lr, 0.0, None, lo_open=True)
+
+    def strategy_kwargs(self, run: Run, initial: NDArrays) -> dict[str, Any]:
+        return {**super().strategy_kwargs(run, initial), "server_lr": self.server_lr}
+
+
+# ------------------------------------------------ RC-FL (rFedFair), AFL, q-FFL
+@dataclass(frozen=True)
+class RFedFairParams(AlgorithmParams):
+    """rFedFair (RC-FL Alg. 1): alpha_i (one value for every client or one per client,
+    each in [p_i, 1], p_i = m_i / m; checked against the data when the run starts), the
+    smoothing mu of phi_mu (Sec. 4), eta's step size (default: training.lr, Alg. 1's
+    beta for both) and start, and ``clients_per_round`` K for partial participation (K
+    draws with replacement by p_i; default: full participation)."""
+
+    alpha: tuple[float, ...] = (0.5,)
+    mu: float = 0.01
+    lr_eta: float | None = None
+    eta_init: float = 0.0
+    clients_per_round: int | None = None
+
+    def check(self, scenario: Scenario) -> None:
+        n = scenario.data.num_clients
+        if len(self.alpha) not in (1, n):
+            raise ScenarioError(
+                f"algorithm.params.alpha: give one value or one per client ({n}), "
+                f"got {len(self.alpha)}"
+            )
+        for i, a in enumerate(self.alpha):
+            check_range(f"algorithm.params.alpha[{i}]", a, 0.0, 1.0, lo_open=True)
+        check_range("algorithm.params.mu", self.mu, 0.0, None, lo_open=True)
+        if self.lr_eta is not None:
+            check_range("algorithm.params.lr_eta", self.lr_eta, 0.0, None)
+        if self.clients_per_round is not None:
+            check_range("algorithm.params.clients_per_round", self.clients_per_round, 1, None)
+
+    def strategy_kwargs(self, run: Run, initial: NDArrays) -> dict[str, Any]:
+        shares = client_shares(run)
+        alpha = per_client(self.alpha, shares.size, "algorithm.params.alpha")
+        try:  # fail before training, naming the field
+            check_alpha(alpha, shares, "algorithm.params.alpha")
+        except ValueError as err:
+            raise ScenarioError(str(err)) from None
+        lr = run.scenario.training.lr
+        return {
+            "initial_omega": initial,
+            "alpha": self.alpha,
+            "mu": self.mu,
+            "lr_eta": lr if self.lr_eta is None else self.lr_eta,
+            "eta_init": self.eta_init,
+            "clients_per_round": self.clients_per_round,
+            "seed": run.seed,
+        }
+
+
+@dataclass(frozen=True)
+class AFLParams(AlgorithmParams):
+    """AFL (Mohri et al. 2019): gamma_lambda, the ascent step on the mixture weights."""
+
+    lr_lambda: float = 0.01
+
+    def check(self, scenario: Scenario) -> None:
+        check_range("algorithm.params.lr_lambda", self.lr_lambda, 0.0, None)
+
+    def strategy_kwargs(self, run: Run, initial: NDArrays) -> dict[str, Any]:
+        return {
+            "initial_parameters": ndarrays_to_parameters(initial),
+            "num_clients": run.scenario.data.num_clients,
+            "lr_lambda": self.lr_lambda,
+        }
+
+
+@dataclass(frozen=True)
+class QFFLParams(AlgorithmParams):
+    """q-FFL (Li et al. 2020) through Flower's QFedAvg: q (q = 0 is FedAvg's objective);
+    QFedAvg's learning rate is the clients' ``training.lr`` (L = 1 / lr)."""
+
+    q: float = 1.0
+
+    def check(self, scenario: Scenario) -> None:
+        check_range("algorithm.params.q", self.q, 0.0, None)
+
+    def strategy_kwargs(self, run: Run, initial: NDArrays) -> dict[str, Any]:
+        return {
+            "q_param": self.q,
+            "qffl_learning_rate": run.scenario.training.lr,
+            "initial_parameters": ndarrays_to_parameters(initial),
+        }
+
+
+# ------------------------------------------------------------------ the table
+PI: frozenset[Hidden] = frozenset({"pi"})
+
+ALGORITHMS: dict[str, AlgorithmSpec[Any]] = {
+    spec.name: spec
+    for spec in (
+        AlgorithmSpec("fedavg", FedAvgParams, FedAvg, ERMClient),
+        AlgorithmSpec("fed-cvar-avg", FedCVaRAvgParams, FedCVaRAvg, CVaRClient),
+        # CA-Fed (Rodio et al. 2023) and its baselines
+        AlgorithmSpec("ca-fed", CAFedParams, CAFed, CAFedClient, reads_hidden=MARKOV),
+        AlgorithmSpec("unbiased", AvailabilityAwareParams, Unbiased, ERMClient, reads_hidden=PI),
+        AlgorithmSpec(
+            "more-available", MoreAvailableParams, MoreAvailable, ERMClient, reads_hidden=PI
+        ),
+        AlgorithmSpec("adafed", AvailabilityAwareParams, AdaFed, ERMClient, reads_hidden=PI),
+        AlgorithmSpec("f3ast", F3ASTParams, F3AST, ERMClient, reads_hidden=PI),
+        # FedAR (Jiang et al. 2024) and its baselines
+        AlgorithmSpec("fedar", FedARParams, FedAR, ERMClient),
+        AlgorithmSpec("mifa", ScheduledParams, MIFA, ERMClient),
+        AlgorithmSpec("fedvarp", ScheduledParams, FedVARP, ERMClient),
+        AlgorithmSpec("fedavg-is", FedAvgISParams, FedAvgIS, ERMClient, reads_hidden=PI),
+        AlgorithmSpec("fedavg-s", FedAvgSampledParams, FedAvgSampled, ERMClient),
+        AlgorithmSpec("fedau", FedAUParams, FedAU, ERMClient),
+        AlgorithmSpec("scaffold", ScaffoldParams, Scaffold, ScaffoldClient),
+        # RC-FL (rFedFair) and its baselines
+        AlgorithmSpec("rfedfair", RFedFairParams, RFedFair, RCFLClient),
+        AlgorithmSpec("afl", AFLParams, AFL, CAFedClient),
+        AlgorithmSpec("qffl", QFFLParams, QFFL, CAFedClient),
+    )
+}

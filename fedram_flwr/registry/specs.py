@@ -1,0 +1,121 @@
+"""The two spec shapes of the registry: one for oracles, one for algorithms.
+
+An oracle or an algorithm is declared once, as one :class:`OracleSpec` in
+:mod:`fedram_flwr.registry.oracles` or one :class:`AlgorithmSpec` in
+:mod:`fedram_flwr.registry.algorithms`, with real class references (a rename fails at
+import). Its params dataclass validates the scenario's ``params`` section: ``check``
+raises :class:`~fedram_flwr.config.ScenarioError` naming the scenario field and the
+allowed values; it never builds a ClientManager or a strategy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, Protocol, TypeVar
+
+import numpy as np
+from flwr.client import NumPyClient
+from flwr.common import NDArrays
+from flwr.server.strategy import Strategy
+
+from fedram_flwr.availability import OracleClientManager
+from fedram_flwr.config import Scenario
+from fedram_flwr.data import FederatedData
+
+# ------------------------------------------------------------------- oracles
+Hidden = Literal["pi", "lam"]
+"""A hidden parameter of an oracle: ``pi`` each client's long-run availability, ``lam``
+its Markov chain's correlation lambda_k (CA-Fed Sec. III-D)."""
+
+
+@dataclass(frozen=True)
+class OracleParams:
+    """Base of every oracle's ``availability.params``."""
+
+    def check(self, scenario: Scenario) -> None:
+        """Raise :class:`ScenarioError` naming ``availability.params.<field>``."""
+
+
+OP = TypeVar("OP", bound=OracleParams)
+
+
+@dataclass(frozen=True)
+class OracleSpec(Generic[OP]):
+    """One oracle: ``build(params, scenario, seed)`` makes its ClientManager;
+    ``hidden_law(params, scenario, seed)`` gives each client's long-run availability (the
+    built manager's ``pi`` unless given); ``hidden`` names the hidden parameters its
+    manager exposes, which an oracle-informed strategy may read."""
+
+    name: str
+    params: type[OP]
+    build: Callable[[OP, Scenario, int], OracleClientManager]
+    hidden_law: Callable[[OP, Scenario, int], np.ndarray] | None = None
+    hidden: frozenset[Hidden] = frozenset({"pi"})
+
+    def law(self, params: OP, scenario: Scenario, seed: int) -> np.ndarray:
+        if self.hidden_law is not None:
+            return self.hidden_law(params, scenario, seed)
+        return self.build(params, scenario, seed).pi
+
+    def rare_clients(self, params: OP, scenario: Scenario, seed: int) -> tuple[int, ...]:
+        """The (100 - M)% least available clients hold the rare patterns (Sec. 4)."""
+        return least_available(self.law(params, scenario, seed), scenario.data.num_rare_clients)
+
+
+def least_available(law: np.ndarray, k: int) -> tuple[int, ...]:
+    """The ``k`` clients least likely to be relayed (ties: lower ids first)."""
+    return tuple(sorted(int(i) for i in np.argsort(law, kind="stable")[:k]))
+
+
+# ---------------------------------------------------------------- algorithms
+class Run(Protocol):
+    """What ``strategy_kwargs`` may read of the run being built
+    (:class:`fedram_flwr.experiment.Experiment`): data sizes, the seed and, in
+    oracle-informed mode only, the oracle's hidden law."""
+
+    scenario: Scenario
+    seed: int
+
+    @property
+    def data(self) -> FederatedData: ...
+
+    def hidden_law(self) -> np.ndarray: ...
+
+    def client_manager(self) -> OracleClientManager: ...
+
+
+@dataclass(frozen=True)
+class AlgorithmParams:
+    """Base of every algorithm's ``algorithm.params``."""
+
+    def check(self, scenario: Scenario) -> None:
+        """Raise :class:`ScenarioError` naming ``algorithm.params.<field>``."""
+
+    @property
+    def oracle_informed(self) -> bool:
+        """Whether the strategy reads the oracle's hidden parameters (the opt-in)."""
+        return False
+
+    def strategy_kwargs(self, run: Run, initial: NDArrays) -> dict[str, Any]:
+        """The strategy's own keyword arguments, the initial model ``initial`` included."""
+        raise NotImplementedError
+
+
+AP = TypeVar("AP", bound=AlgorithmParams)
+
+
+@dataclass(frozen=True)
+class AlgorithmSpec(Generic[AP]):
+    """One algorithm: ``strategy(**params.strategy_kwargs(run, initial), **common)`` is
+    its server, ``client(...)`` each client; ``reads_hidden`` the hidden oracle
+    parameters it reads when ``params.oracle_informed``."""
+
+    name: str
+    params: type[AP]
+    strategy: type[Strategy]
+    client: type[NumPyClient]
+    reads_hidden: frozenset[Hidden] = frozenset()
+
+    def build_strategy(self, params: AP, run: Run, initial: NDArrays, **common: Any) -> Strategy:
+        return self.strategy(**params.strategy_kwargs(run, initial), **common)

@@ -1,0 +1,109 @@
+"""The one place a scenario is validated, and the ways to make one.
+
+:func:`load_scenario`, :func:`scenario_from_dict` and :func:`with_overrides` parse with
+:mod:`fedram_flwr.config` (the schema) and then :func:`validate` against the registry:
+the oracle's and the algorithm's ``params``, their compatibility, and every variant of
+the sweep. Errors name the scenario field (``algorithm.params.alpha``) and what is
+allowed. Nothing is built here: the ClientManager, strategy and clients are built by
+:class:`fedram_flwr.experiment.Experiment`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from fedram_flwr.config import (
+    Scenario,
+    ScenarioError,
+    apply_overrides,
+    build_params,
+    parse_scenario,
+    read_scenario_file,
+)
+from fedram_flwr.registry.algorithms import ALGORITHMS
+from fedram_flwr.registry.oracles import ORACLES
+from fedram_flwr.registry.specs import AlgorithmParams, AlgorithmSpec, OracleParams, OracleSpec
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario YAML file; errors name the file and the field."""
+    raw = read_scenario_file(path)
+    try:
+        return scenario_from_dict(raw)
+    except ScenarioError as err:
+        raise ScenarioError(f"{path}: {err}") from None
+
+
+def scenario_from_dict(raw: Mapping[str, Any]) -> Scenario:
+    """Parse and validate a scenario mapping (a YAML file's contents)."""
+    return validate(parse_scenario(raw))
+
+
+def with_overrides(scenario: Scenario, overrides: Mapping[str, Any]) -> Scenario:
+    """A validated copy of ``scenario`` with dotted-path overrides
+    (``algorithm.params.alpha``, or its short form ``algorithm.alpha``)."""
+    return scenario_from_dict(apply_overrides(scenario.to_dict(), overrides))
+
+
+def validate(scenario: Scenario) -> Scenario:
+    """Check ``scenario`` (and every variant of its sweep) against the registry."""
+    _validate_one(scenario)
+    if scenario.sweep:  # a bad sweep value fails at load time, not mid-run
+        for _, variant in scenario.variants():
+            try:
+                _validate_one(variant)
+            except ScenarioError as err:
+                raise ScenarioError(f"sweep: {err}") from None
+    return scenario
+
+
+def _validate_one(scenario: Scenario) -> None:
+    oracle = oracle_params(scenario)
+    oracle.check(scenario)
+    params = algorithm_params(scenario)
+    params.check(scenario)
+    spec, oracle_spec_ = algorithm_spec(scenario), oracle_spec(scenario)
+    missing = spec.reads_hidden - oracle_spec_.hidden
+    if params.oracle_informed and missing:
+        defining = [o.name for o in ORACLES.values() if spec.reads_hidden <= o.hidden]
+        raise ScenarioError(
+            f"algorithm.params.availability: oracle-informed {spec.name} reads each "
+            f"client's {', '.join(sorted(spec.reads_hidden))}, which only the "
+            f"{', '.join(defining)} oracles define; availability.oracle is "
+            f"{oracle_spec_.name!r} (use estimated)"
+        )
+
+
+# ------------------------------------------------------------------ lookups
+def _lookup(table: Mapping[str, Any], name: str, field: str) -> Any:
+    if name not in table:
+        raise ScenarioError(
+            f"{field}: unknown name {name!r}; allowed values: {', '.join(sorted(table))}"
+        )
+    return table[name]
+
+
+def oracle_spec(scenario: Scenario) -> OracleSpec[Any]:
+    """The spec ``availability.oracle`` names."""
+    return _lookup(ORACLES, scenario.availability.oracle, "availability.oracle")
+
+
+def algorithm_spec(scenario: Scenario) -> AlgorithmSpec[Any]:
+    """The spec ``algorithm.name`` names."""
+    return _lookup(ALGORITHMS, scenario.algorithm.name, "algorithm.name")
+
+
+def oracle_params(scenario: Scenario) -> OracleParams:
+    """``availability.params`` as its oracle's params dataclass (keys and types
+    checked; :func:`validate` runs its ``check``)."""
+    spec = oracle_spec(scenario)
+    return build_params(spec.params, scenario.availability.params, "availability.params.")
+
+
+def algorithm_params(scenario: Scenario) -> AlgorithmParams:
+    """``algorithm.params`` as its algorithm's params dataclass (keys and types
+    checked; :func:`validate` runs its ``check``)."""
+    spec = algorithm_spec(scenario)
+    return build_params(spec.params, scenario.algorithm.params, "algorithm.params.")

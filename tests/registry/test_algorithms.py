@@ -1,0 +1,154 @@
+"""The algorithm specs: every registered algorithm builds and runs one round with every
+oracle it is compatible with (compatibility read from the specs), and its params fail
+at load time naming the field."""
+
+from __future__ import annotations
+
+import copy
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from flwr.common import parameters_to_ndarrays
+from flwr.common.logger import FLOWER_LOGGER
+from flwr.server import Server
+
+from fedram_flwr.engine import InProcessClientProxy, node_context
+from fedram_flwr.experiment import Experiment
+from fedram_flwr.models import get_weights
+from fedram_flwr.registry import ALGORITHMS, ORACLES, algorithm_params, scenario_from_dict
+from fedram_flwr.registry.specs import AlgorithmSpec, OracleSpec
+from tests.helpers import TINY_GAUSSIAN, scenario_error
+
+# The few oracle params the tiny scenario (K = 3 clients) needs beyond each default.
+TINY_ORACLE_PARAMS: dict[str, dict[str, Any]] = {
+    "ram": {"rho": [0.5, 0.4, 0.1]},  # someone with pi >= 1/2 for more-available
+    "clustered": {"num_clusters": 3},
+    "trace": {"path": "trace.csv"},  # written by the test, relative to tmp_path
+}
+
+
+def combinations() -> list[tuple[str, str, bool]]:
+    """(algorithm, oracle, oracle_informed): every algorithm with every oracle in its
+    estimated mode, and oracle-informed with every oracle defining what it reads."""
+    out = []
+    for algorithm in ALGORITHMS.values():
+        for oracle in ORACLES.values():
+            out.append((algorithm.name, oracle.name, False))
+            if algorithm.reads_hidden and compatible(algorithm, oracle):
+                out.append((algorithm.name, oracle.name, True))
+    return out
+
+
+def compatible(algorithm: AlgorithmSpec, oracle: OracleSpec) -> bool:
+    return algorithm.reads_hidden <= oracle.hidden
+
+
+def tiny(algorithm: str, oracle: str, informed: bool, tmp_path: Path) -> dict[str, Any]:
+    raw = copy.deepcopy(TINY_GAUSSIAN)
+    raw.update(rounds=1, eval_every=1)
+    raw["data"]["samples_per_class"] = 10
+    params = dict(TINY_ORACLE_PARAMS.get(oracle, {}))
+    if "path" in params:
+        (tmp_path / params["path"]).write_text("1,1,1\n")
+        params["path"] = str(tmp_path / params["path"])
+    raw["availability"] = {"oracle": oracle, "params": params}
+    raw["algorithm"] = {
+        "name": algorithm,
+        "params": {"availability": "oracle"} if informed else {},
+    }
+    return raw
+
+
+class CountingProxy(InProcessClientProxy):
+    """Counts the fit instructions its client receives."""
+
+    fits = 0
+
+    def fit(self, ins, timeout, group_id):
+        CountingProxy.fits += 1
+        return super().fit(ins, timeout, group_id)
+
+
+def run_one_round(exp: Experiment) -> tuple[list[np.ndarray], int]:
+    """One round through Flower's legacy server loop, clients in-process (as
+    :func:`fedram_flwr.engine.run_in_process` runs them, without recording): the final
+    arrays and how many clients trained."""
+    manager, k = exp.client_manager(), exp.scenario.data.num_clients
+
+    def client_fn(context):
+        return exp.client(int(context.node_config["partition-id"]), context.state).to_client()
+
+    CountingProxy.fits = 0
+    for pid in range(k):
+        manager.register(CountingProxy(str(pid), client_fn, node_context(pid, k, {})))
+    server = Server(client_manager=manager, strategy=exp.strategy())
+    server.set_max_workers(1)
+    level = FLOWER_LOGGER.level
+    FLOWER_LOGGER.setLevel(logging.WARNING)
+    try:
+        server.fit(num_rounds=1, timeout=None)
+    finally:
+        FLOWER_LOGGER.setLevel(level)
+    return parameters_to_ndarrays(server.parameters), CountingProxy.fits
+
+
+def test_every_algorithm_is_tried_with_every_oracle() -> None:
+    pairs = {(a, o) for a, o, _ in combinations()}
+    assert pairs == {(a, o) for a in ALGORITHMS for o in ORACLES}
+    informed = {(a, o) for a, o, i in combinations() if i}
+    assert ("ca-fed", "markov") in informed and ("ca-fed", "cyclic") not in informed
+    assert ("fedavg-is", "cyclic") in informed
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "oracle", "informed"),
+    combinations(),
+    ids=[f"{a}-{o}{'-informed' if i else ''}" for a, o, i in combinations()],
+)
+def test_algorithm_runs_one_round(algorithm, oracle, informed, tmp_path: Path) -> None:
+    exp = Experiment(scenario_from_dict(tiny(algorithm, oracle, informed, tmp_path)), 0)
+    initial = get_weights(exp.new_model())
+    final, fits = run_one_round(exp)
+    model = final[: len(initial)]  # packed extras ((theta, t), (x, c)) follow the model
+    assert [a.shape for a in model] == [a.shape for a in initial]
+    assert all(np.all(np.isfinite(a)) for a in final)
+    moved = any(not np.array_equal(a, b) for a, b in zip(model, initial))
+    # The model moves exactly when somebody trained (and was weighed: more-available
+    # trains the relayed clients but weighs those with pi < min_pi by 0).
+    assert moved == (fits > 0), (moved, fits)
+
+
+# ------------------------------------------------------------ bad params
+@pytest.mark.parametrize("alpha", [0.0, -0.1, 1.5])
+def test_alpha_outside_unit_interval(scenario_dict, alpha: float) -> None:
+    scenario_dict["algorithm"]["params"]["alpha"] = alpha
+    msg = scenario_error(scenario_dict)
+    assert "algorithm.params.alpha" in msg
+    assert "(0, 1]" in msg
+
+
+@pytest.mark.parametrize("alpha", [1.0, 1e-3])
+def test_alpha_boundaries_allowed(scenario_dict, alpha: float) -> None:
+    scenario_dict["algorithm"]["params"]["alpha"] = alpha
+    assert algorithm_params(scenario_from_dict(scenario_dict)).alpha == alpha
+
+
+def test_gamma_outside_unit_interval(scenario_dict) -> None:
+    scenario_dict["algorithm"]["params"]["gamma"] = 1.01
+    msg = scenario_error(scenario_dict)
+    assert "algorithm.params.gamma" in msg and "[0, 1]" in msg
+
+
+def test_unknown_algorithm_param_lists_allowed(scenario_dict) -> None:
+    scenario_dict["algorithm"]["params"]["beta"] = 0.5
+    msg = scenario_error(scenario_dict)
+    assert msg.startswith("algorithm.params.beta: unknown key")
+    assert "alpha, gamma, lr_t, t_init" in msg
+
+
+def test_fedavg_takes_no_cvar_params(scenario_dict) -> None:
+    scenario_dict["algorithm"] = {"name": "fedavg", "params": {"alpha": 0.1}}
+    assert scenario_error(scenario_dict).startswith("algorithm.params.alpha: unknown key")
