@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
 from fedram_flwr.config import load_scenario
 from fedram_flwr.engine import run_in_process
@@ -25,6 +26,7 @@ from fedram_flwr.flwr_engine import (
 from fedram_flwr.outputs import RunDirectory
 
 SEED = 0
+CA_FED_PI = (0.9, 0.9, 0.6, 0.6, 0.3, 0.3)  # the ca_fed_run fixture's availability
 
 # Fig. 2a shrunk: K=3 users holding one 2-D Gaussian pattern each, RAM rho=(0.5, 0.4, 0.1).
 TINY_GAUSSIAN: dict[str, Any] = {
@@ -146,3 +148,31 @@ def run_both_engines(
         flwr = {name: future.result() for name, future in futures.items()}
     assert_nothing_left(before, list(flwr.values()))
     return local, flwr
+
+
+def write_run(
+    root: Path,
+    label: str,
+    seed: int,
+    rows: list[dict[str, Any]],
+    *,
+    summary: dict[str, Any] | None = None,
+    status: str = "complete",
+    variant: dict[str, Any] | None = None,
+) -> RunDirectory:
+    """A run folder ``root/label/seed<seed>`` written by hand: ``rows`` as metrics, a
+    summary whose ``final`` and ``tail-mean`` are the last row (unless given), a
+    fashion-mnist scenario with the seed, and ``variant.json`` when ``variant`` (the
+    swept {field: value}) is given."""
+    run = RunDirectory(root / label / f"seed{seed}")
+    run.path.mkdir(parents=True)
+    for row in rows:
+        run.append_metrics(row)
+    if summary is None:
+        summary = {"rounds": rows[-1]["round"], "final": rows[-1], "tail-mean": rows[-1]}
+    run.write("summary.json", json.dumps(summary))
+    run.write("scenario.yaml", yaml.safe_dump({"data": {"dataset": "fashion-mnist"}, "seed": seed}))
+    run.set_status(status)
+    if variant is not None:
+        run.write_variant(label, variant)
+    return run
