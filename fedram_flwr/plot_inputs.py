@@ -45,7 +45,7 @@ def write_plot_inputs(path: Path, exp: Experiment) -> None:
         )
     tmp = path / f".{PLOT_INPUTS_FILE}"
     with tmp.open("wb") as fh:
-        np.savez(fh, **out)
+        np.savez_compressed(fh, **out)
     tmp.replace(path / PLOT_INPUTS_FILE)
 
 
