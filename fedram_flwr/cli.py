@@ -23,7 +23,9 @@ import yaml
 from fedram_flwr.app_config import parse_overrides
 from fedram_flwr.config import ScenarioError
 from fedram_flwr.data import DatasetNotFoundError
-from fedram_flwr.outputs import RunDirectory
+from fedram_flwr.outputs import RunDirectory, swept_values
+from fedram_flwr.plot_inputs import complete_plot_inputs
+from fedram_flwr.plots import plot_run
 from fedram_flwr.registry import load_scenario, with_overrides
 from fedram_flwr.report import write_report
 
@@ -94,6 +96,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         scenario = with_overrides(scenario, overrides)
     seeds = args.seeds or list(scenario.seeds)
     variants = scenario.variants()
+    swept = {label: values for (label, _), values in zip(variants, swept_values(scenario.sweep))}
     if args.variant:
         unknown = set(args.variant) - {label for label, _ in variants}
         if unknown:
@@ -110,6 +113,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"[{i}/{len(jobs)}] {label} seed {seed}: complete, skipped", file=sys.stderr)
             continue
         tag = f"[{i}/{len(jobs)}] {label} seed {seed}"
+        RunDirectory(run_dir).write_variant(label, swept[label])
         if args.engine in ("flwr", "deployment"):
             from fedram_flwr.flwr_engine import (
                 DEPLOYMENT_LATENCY_ENV,
@@ -134,6 +138,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             from fedram_flwr.engine import run_in_process
 
             run_in_process(variant, seed, run_dir, label=tag)
+        plot_run(run_dir)
+    complete_plot_inputs(root)
     report = write_report(root)
     print(f"fedram: done in {time.monotonic() - t0:.0f} s; report: {report}", file=sys.stderr)
     print(report.read_text())
@@ -143,6 +149,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     if not args.runs.is_dir():
         raise ScenarioError(f"{args.runs}: no such folder of runs")
+    complete_plot_inputs(args.runs)
     report = write_report(args.runs)
     print(report.read_text())
     print(f"fedram: wrote {report}", file=sys.stderr)

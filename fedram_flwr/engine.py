@@ -41,7 +41,7 @@ from flwr.server.client_proxy import ClientProxy
 from fedram_flwr.config import Scenario
 from fedram_flwr.experiment import Experiment
 from fedram_flwr.outputs import RecordingStrategy, RunDirectory
-from fedram_flwr.plots import plot_run
+from fedram_flwr.plot_inputs import write_plot_inputs
 
 
 class InProcessClientProxy(ClientProxy):
@@ -90,10 +90,11 @@ def node_context(partition_id: int, num_partitions: int, run_config: dict) -> Co
 
 
 def finish_run(exp: Experiment) -> Callable[[RunDirectory, list[dict]], None]:
-    """The ``on_finish`` hook every engine gives ``RecordingStrategy``: the plots."""
+    """The ``on_finish`` hook every engine gives ``RecordingStrategy``: what the plots
+    need besides the metrics (the CLI draws them from the run folder)."""
 
     def finish(run_dir: RunDirectory, rows: list[dict]) -> None:
-        plot_run(run_dir.path, rows, exp)
+        write_plot_inputs(run_dir.path, exp)
 
     return finish
 

@@ -4,20 +4,24 @@ A run directory holds ``scenario.yaml`` (resolved, with the seed), ``status.json
 (``running`` until the last round is recorded, then ``complete``; ``failed`` with the
 error when the engine saw one), ``metrics.jsonl`` (one row per round), ``summary.json``,
 ``availability.csv`` (the oracle's round x client 0/1 matrix, replayable with the
-``trace`` oracle), ``weights.npy`` for strategies that weigh clients individually
-(rounds x clients float32: the aggregation weight q_k^(t) each participant's update
-received, 0 for the others; one binary array instead of per-row lists, so N = 100,000
-clients cost 400 kB a round on disk and nothing in ``metrics.jsonl``) and PNG plots. A
-directory whose status is not ``complete`` is an incomplete run and the report says so
-instead of using it.
+``trace`` oracle), ``variant.json`` (the variant's label and swept fields, written by the
+CLI), ``plot_inputs.npz`` (what one run's figures need beyond its metrics: the oracle's
+hidden law and, for 2-D data, the decision-boundary grid), ``weights.npy`` for strategies
+that weigh clients individually (rounds x clients float32: the aggregation weight q_k^(t)
+each participant's update received, 0 for the others; one binary array instead of per-row
+lists, so N = 100,000 clients cost 400 kB a round on disk and nothing in
+``metrics.jsonl``) and PNG plots (drawn by the CLI from these files). A directory
+whose status is not ``complete`` is an incomplete run and the report says so instead of using it.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +40,9 @@ from fedram_flwr.availability import (
 )
 
 WEIGHTS_FILE = "weights.npy"
+VARIANT_FILE = "variant.json"
+PLOT_INPUTS_FILE = "plot_inputs.npz"
+BOUNDARY_GRID = 300  # points per axis of the decision-boundary grid
 
 
 class RunDirectory:
@@ -62,6 +69,7 @@ class RunDirectory:
             "final_model.npz",
             "availability.csv",
             WEIGHTS_FILE,
+            PLOT_INPUTS_FILE,
         )
         for stale in stale_files:
             (self.path / stale).unlink(missing_ok=True)
@@ -85,6 +93,34 @@ class RunDirectory:
         f = self.path / WEIGHTS_FILE
         return np.load(f) if f.is_file() else None
 
+    def read_final_model(self) -> list[np.ndarray] | None:
+        """The global parameter arrays saved after the last round."""
+        f = self.path / "final_model.npz"
+        if not f.is_file():
+            return None
+        with np.load(f) as z:
+            return [z[k] for k in sorted(z.files, key=lambda s: int(s.split("_")[1]))]
+
+    def write_variant(self, label: str, swept: Mapping[str, Any]) -> None:
+        """``variant.json``: the variant's label and swept ``{field: value}`` mapping, so
+        a report groups runs by data rather than by parsing folder names."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        record = {"label": label, "sweep": dict(swept), "fields": label_fields(swept)}
+        self.write(VARIANT_FILE, json.dumps(record, indent=2))
+
+    def read_variant(self) -> dict[str, Any] | None:
+        """The record of :meth:`write_variant`; None in run folders made without it."""
+        f = self.path / VARIANT_FILE
+        return json.loads(f.read_text()) if f.is_file() else None
+
+    def read_plot_inputs(self) -> dict[str, np.ndarray] | None:
+        """The arrays of :func:`write_plot_inputs`; None when the run has none."""
+        f = self.path / PLOT_INPUTS_FILE
+        if not f.is_file():
+            return None
+        with np.load(f) as z:
+            return {k: z[k] for k in z.files}
+
     def read_summary(self) -> dict[str, Any]:
         return json.loads((self.path / "summary.json").read_text())
 
@@ -95,6 +131,33 @@ class RunDirectory:
         tmp = self.path / f".{name}.tmp"
         tmp.write_text(text)
         tmp.replace(self.path / name)  # atomic: never a half-written file
+
+
+def label_fields(swept: Mapping[str, Any]) -> dict[str, str]:
+    """The label's ``key=value`` parts of a variant's swept fields, as strings:
+    ``{"availability.p_min": 0.1}`` -> ``{"p_min": "0.1"}``; a whole section given as a
+    mapping with a ``name`` is named by it (``{"algorithm": {"name": "afl"}}`` ->
+    ``{"name": "afl"}``), as ``Scenario.variants()`` labels it."""
+    out = {}
+    for key, value in swept.items():
+        if isinstance(value, Mapping) and "name" in value:
+            out["name"] = f"{value['name']}"
+        else:
+            out[key.split(".")[-1]] = f"{value}"
+    return out
+
+
+def swept_values(sweep: Mapping[str, list[Any]]) -> list[dict[str, Any]]:
+    """One ``{field: value}`` per variant of a scenario's ``sweep``, in the order of
+    ``Scenario.variants()`` (the product of the value lists; ``[{}]`` without a sweep)."""
+    return [dict(zip(sweep, values)) for values in itertools.product(*sweep.values())]
+
+
+def boundary_grid(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The (x, y) meshgrid of the decision-boundary figure between corners lo, hi."""
+    return np.meshgrid(
+        np.linspace(lo[0], hi[0], BOUNDARY_GRID), np.linspace(lo[1], hi[1], BOUNDARY_GRID)
+    )
 
 
 def availability_from_rows(

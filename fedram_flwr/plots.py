@@ -5,7 +5,7 @@ when the strategy records aggregation weights), estimator errors, 2-D boundaries
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import matplotlib
 
@@ -13,56 +13,93 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.colors import ListedColormap  # noqa: E402
+from matplotlib.container import BarContainer  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
-from fedram_flwr.outputs import availability_from_rows  # noqa: E402
+from fedram_flwr.outputs import RunDirectory, availability_from_rows, boundary_grid  # noqa: E402
 
-if TYPE_CHECKING:
-    from fedram_flwr.experiment import Experiment
+Drawn = dict[str, np.ndarray]
 
 
-def plot_run(path: Path, rows: list[dict[str, Any]], exp: Experiment) -> None:
-    """Write every plot that applies to this run into ``path``."""
-    plot_accuracy(path / "accuracy.png", rows, exp.data.rare_classes, exp.rare_clients)
+def drawn(fig) -> Drawn:
+    """What ``fig`` shows, read back from its artists: each line's (x, y) points, each bar
+    group's heights, each image's array and each scatter's points, keyed by their legend
+    label (``line<k>`` / ``bars<k>`` when unlabelled, ``image<k>``), prefixed by
+    ``"<axes index>:"`` when the figure has several axes. Every plot function returns
+    this, so tests check what is drawn."""
+    out: Drawn = {}
+    axes = fig.get_axes()
+    for i, ax in enumerate(axes):
+        pre = f"{i}:" if len(axes) > 1 else ""
+
+        def name(artist, kind: str, k: int, pre: str = pre) -> str:
+            label = artist.get_label() or "_"
+            return pre + (f"{kind}{k}" if label.startswith("_") else label)
+
+        for k, line in enumerate(ax.get_lines()):
+            out[name(line, "line", k)] = np.asarray(line.get_xydata())
+        for k, bars in enumerate(c for c in ax.containers if isinstance(c, BarContainer)):
+            out[name(bars, "bars", k)] = np.array([p.get_height() for p in bars])
+        for k, image in enumerate(ax.images):
+            out[f"{pre}image{k}"] = np.asarray(image.get_array())
+        for k, points in enumerate(ax.collections):
+            if not (points.get_label() or "_").startswith("_"):
+                out[name(points, "points", k)] = np.asarray(points.get_offsets())
+    return out
+
+
+def save(fig, out: Path) -> Drawn:
+    """Write ``fig`` to ``out`` (110 dpi), close it and return what it showed."""
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    shown = drawn(fig)
+    plt.close(fig)
+    return shown
+
+
+def plot_run(path: str | Path) -> dict[str, Drawn]:
+    """Write every plot that applies to the run in folder ``path``, from its files alone
+    (``scenario.yaml``, ``metrics.jsonl``, ``summary.json``, ``weights.npy``,
+    ``plot_inputs.npz``); returns what each PNG shows, by file name."""
+    run = RunDirectory(path)
+    path = run.path
+    rows = run.read_metrics()
+    summary = run.read_summary()
+    extra = run.read_plot_inputs() or {}
+    num_clients = int(run.scenario()["data"]["num_clients"])
+    out: dict[str, Drawn | None] = {}
+    out["accuracy.png"] = plot_accuracy(
+        path / "accuracy.png",
+        rows,
+        tuple(summary.get("rare-classes", ())),
+        tuple(summary.get("rare-clients", ())),
+    )
     if any("fit-t" in r for r in rows):
-        plot_series(path / "t.png", rows, "fit-t", "global t")
+        out["t.png"] = plot_series(path / "t.png", rows, "fit-t", "global t")
     if any("train-loss" in r for r in rows):
-        plot_series(path / "train_loss.png", rows, "train-loss", "global training loss")
+        out["train_loss.png"] = plot_series(
+            path / "train_loss.png", rows, "train-loss", "global training loss"
+        )
     final_clients = next((r["client-accuracy"] for r in rows if "client-accuracy" in r), None)
     if final_clients is not None:
-        plot_client_histogram(path / "client_accuracy_hist.png", final_clients)
-    plot_relays(path / "relays.png", rows, exp.hidden_law())
-    plot_availability(path / "availability.png", rows, exp.scenario.data.num_clients)
-    weights_file = path / "weights.npy"
-    if weights_file.is_file():
-        weights = np.load(weights_file)
-        plot_inclusion(path / "inclusion.png", rows, weights)
-        law = exp.client_manager().hidden_law()
-        if law.lam is not None:
+        out["client_accuracy_hist.png"] = plot_client_histogram(
+            path / "client_accuracy_hist.png", final_clients
+        )
+    if "relay_law" in extra:
+        out["relays.png"] = plot_relays(path / "relays.png", rows, extra["relay_law"])
+    out["availability.png"] = plot_availability(path / "availability.png", rows, num_clients)
+    weights = run.read_weights()
+    if weights is not None:
+        out["inclusion.png"] = plot_inclusion(path / "inclusion.png", rows, weights)
+        if "lam" in extra:
             fig, ax = plt.subplots(figsize=(6, 3.6))
-            plot_group_weights(ax, weights, client_groups(law.pi, law.lam))
-            fig.tight_layout()
-            fig.savefig(path / "group_weights.png", dpi=110)
-            plt.close(fig)
+            plot_group_weights(ax, weights, client_groups(extra["pi"], extra["lam"]))
+            out["group_weights.png"] = save(fig, path / "group_weights.png")
     if any("pi-error" in r for r in rows):
-        plot_estimator_errors(path / "estimator_errors.png", rows)
-    if exp.data.input_shape == (2,):
-        model = exp.new_model()
-        from fedram_flwr.models import set_weights
-
-        final = read_final_model(path)
-        if final is not None:
-            set_weights(model, final[: len(model.state_dict())])  # drop t if present
-            plot_decision_boundary(path / "decision_boundary.png", model, exp)
-
-
-def read_final_model(path: Path) -> list[np.ndarray] | None:
-    """The global parameter arrays saved after the last round."""
-    f = path / "final_model.npz"
-    if not f.is_file():
-        return None
-    with np.load(f) as z:
-        return [z[k] for k in sorted(z.files, key=lambda s: int(s.split("_")[1]))]
+        out["estimator_errors.png"] = plot_estimator_errors(path / "estimator_errors.png", rows)
+    if "grid_pred" in extra:
+        out["decision_boundary.png"] = plot_decision_boundary(path / "decision_boundary.png", extra)
+    return {k: v for k, v in out.items() if v is not None}
 
 
 def plot_accuracy(
@@ -70,7 +107,7 @@ def plot_accuracy(
     rows: list[dict[str, Any]],
     rare_classes: tuple[int, ...],
     rare_clients: tuple[int, ...] = (),
-) -> None:
+) -> Drawn | None:
     """Test accuracy over rounds; ticks at the rounds a rare client was relayed."""
     evals = [r for r in rows if "accuracy" in r]
     if not evals:
@@ -89,23 +126,19 @@ def plot_accuracy(
     ax.set(xlabel="round", ylabel="test accuracy", ylim=(0, 1.02))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
+    return save(fig, out)
 
 
-def plot_series(out: Path, rows: list[dict[str, Any]], key: str, label: str) -> None:
+def plot_series(out: Path, rows: list[dict[str, Any]], key: str, label: str) -> Drawn:
     pts = [(r["round"], r[key]) for r in rows if key in r]
     fig, ax = plt.subplots(figsize=(6, 3.2))
     ax.plot(*zip(*pts), lw=1)
     ax.set(xlabel="round", ylabel=label)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
+    return save(fig, out)
 
 
-def plot_client_histogram(out: Path, accuracies: list[float], title: str = "") -> None:
+def plot_client_histogram(out: Path, accuracies: list[float], title: str = "") -> Drawn:
     """Histogram of the final global model's accuracy on each client's own data."""
     acc = 100 * np.asarray(accuracies, dtype=float)
     fig, ax = plt.subplots(figsize=(6, 3.4))
@@ -114,12 +147,10 @@ def plot_client_histogram(out: Path, accuracies: list[float], title: str = "") -
     ax.set(xlabel="accuracy on the client's data (%)", ylabel="clients", title=title)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
+    return save(fig, out)
 
 
-def plot_relays(out: Path, rows: list[dict[str, Any]], law: np.ndarray) -> None:
+def plot_relays(out: Path, rows: list[dict[str, Any]], law: np.ndarray) -> Drawn | None:
     """Empirical relay frequency of each client against the oracle's law."""
     counts = np.zeros(len(law))
     for r in rows:
@@ -134,12 +165,10 @@ def plot_relays(out: Path, rows: list[dict[str, Any]], law: np.ndarray) -> None:
     ax.plot(ids, law / law.sum(), "k_", markersize=12, mew=2, label="rho")
     ax.set(xlabel="client (partition id)", ylabel="share of relays", title=f"{int(total)} relays")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
+    return save(fig, out)
 
 
-def plot_availability(out: Path, rows: list[dict[str, Any]], num_clients: int) -> None:
+def plot_availability(out: Path, rows: list[dict[str, Any]], num_clients: int) -> Drawn | None:
     """Round x client heatmap: inactive, active (the oracle's draw), relayed (trained)."""
     relayed = availability_from_rows(rows, num_clients, "relayed")
     active = availability_from_rows(rows, num_clients, "active") | relayed
@@ -162,9 +191,7 @@ def plot_availability(out: Path, rows: list[dict[str, Any]], num_clients: int) -
         ncol=2,
         frameon=False,
     )
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
+    return save(fig, out)
 
 
 def client_groups(
@@ -211,7 +238,7 @@ def plot_group_weights(
     ax.legend(fontsize=7)
 
 
-def plot_inclusion(out: Path, rows: list[dict[str, Any]], weights: np.ndarray) -> None:
+def plot_inclusion(out: Path, rows: list[dict[str, Any]], weights: np.ndarray) -> Drawn | None:
     """CA-Fed Fig. 5: the activity heatmap (inactive / active) beside the inclusion
     heatmap (active but excluded, q_k = 0 / included, q_k > 0), round x client."""
     num_clients = weights.shape[1]
@@ -256,12 +283,10 @@ def plot_inclusion(out: Path, rows: list[dict[str, Any]], weights: np.ndarray) -
             frameon=False,
         )
     axes[0].set_ylabel("client (partition id)")
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
+    return save(fig, out)
 
 
-def plot_estimator_errors(out: Path, rows: list[dict[str, Any]]) -> None:
+def plot_estimator_errors(out: Path, rows: list[dict[str, Any]]) -> Drawn:
     """Mean over clients of |pi_hat - pi| and |lambda_hat - lambda| per round."""
     fig, ax = plt.subplots(figsize=(6, 3.4))
     for key, label in (("pi-error", "|pi_hat - pi|"), ("lambda-error", "|lambda_hat - lambda|")):
@@ -271,20 +296,17 @@ def plot_estimator_errors(out: Path, rows: list[dict[str, Any]]) -> None:
     ax.set(xlabel="round", ylabel="mean error over clients", yscale="log")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
+    return save(fig, out)
 
 
-def plot_decision_boundary(out: Path, model, exp: Experiment, ax=None, title: str = "") -> None:
-    """Test points coloured by class over the model's predicted regions (Fig. 2)."""
-    from fedram_flwr.training import predict_logits
-
-    d = exp.data
-    lo, hi = d.test_x.min(0) - 1.0, d.test_x.max(0) + 1.0
-    gx, gy = np.meshgrid(np.linspace(lo[0], hi[0], 300), np.linspace(lo[1], hi[1], 300))
-    grid = np.stack([gx.ravel(), gy.ravel()], 1).astype(np.float32)
-    pred = predict_logits(model, grid).argmax(1).numpy().reshape(gx.shape)
+def plot_decision_boundary(
+    out: Path, inputs: dict[str, np.ndarray], ax=None, title: str = ""
+) -> Drawn | None:
+    """Test points coloured by class over the model's predicted regions (Fig. 2), from
+    a run's ``plot_inputs.npz`` (test points, grid corners, predicted class on the grid)."""
+    gx, gy = boundary_grid(inputs["grid_lo"], inputs["grid_hi"])
+    num_classes, rare = int(inputs["num_classes"]), set(inputs["rare_classes"].tolist())
+    test_x, test_y = inputs["test_x"], inputs["test_y"]
     own = ax is None
     if own:
         fig, ax = plt.subplots(figsize=(4.2, 4))
@@ -292,20 +314,17 @@ def plot_decision_boundary(out: Path, model, exp: Experiment, ax=None, title: st
     ax.contourf(
         gx,
         gy,
-        pred,
-        levels=np.arange(d.num_classes + 1) - 0.5,
+        inputs["grid_pred"],
+        levels=np.arange(num_classes + 1) - 0.5,
         cmap=cmap,
         vmin=0,
         vmax=9,
         alpha=0.25,
     )
-    for c in range(d.num_classes):
-        m = d.test_y == c
-        tag = " (rare)" if c in d.rare_classes else ""
-        ax.scatter(*d.test_x[m].T, s=6, color=cmap(c), label=f"class {c}{tag}")
+    for c in range(num_classes):
+        m = test_y == c
+        tag = " (rare)" if c in rare else ""
+        ax.scatter(*test_x[m].T, s=6, color=cmap(c), label=f"class {c}{tag}")
     ax.set_title(title or out.stem, fontsize=9)
     ax.legend(fontsize=7, loc="upper right")
-    if own:
-        fig.tight_layout()
-        fig.savefig(out, dpi=110)
-        plt.close(fig)
+    return save(fig, out) if own else None

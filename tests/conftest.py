@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from fedram_flwr.config import Scenario
+from fedram_flwr.engine import run_in_process
 from fedram_flwr.registry import scenario_from_dict
-from tests.helpers import TINY_GAUSSIAN, tiny_ca_fed_dict
+from tests.helpers import CA_FED_PI, TINY_GAUSSIAN, tiny_ca_fed_dict
 
 
 @pytest.fixture
@@ -39,3 +40,19 @@ def no_data_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def ca_fed_dict():
     """:func:`tiny_ca_fed_dict`, a fresh mapping per call (mutate it freely)."""
     return tiny_ca_fed_dict
+
+
+@pytest.fixture(scope="session")
+def ca_fed_run(tmp_path_factory):
+    """A finished 4-round CA-Fed run of 6 clients (Markov oracle, weights recorded) in
+    ``<root>/ca-fed/seed0``: (root, its RunDirectory)."""
+    root = tmp_path_factory.mktemp("runs")
+    raw = tiny_ca_fed_dict(pi=CA_FED_PI, rounds=4, eval_every=2, local_steps=1)
+    return root, run_in_process(scenario_from_dict(raw), 0, root / "ca-fed" / "seed0")
+
+
+@pytest.fixture(scope="session")
+def gaussian_run(tmp_path_factory, tiny_gaussian):
+    """A finished run of the tiny 2-D scenario in ``<root>/default/seed0``."""
+    root = tmp_path_factory.mktemp("runs")
+    return root, run_in_process(tiny_gaussian, 0, root / "default" / "seed0")

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import yaml
 from flwr.client import NumPyClient
 from flwr.common import Context, GetPropertiesIns
 from flwr.server.client_proxy import ClientProxy
@@ -32,6 +33,7 @@ from fedram_flwr.protocol import PARTITION_ID
 from fedram_flwr.registry import load_scenario, scenario_from_dict
 
 SEED = 0
+CA_FED_PI = (0.9, 0.9, 0.6, 0.6, 0.3, 0.3)  # the ca_fed_run fixture's availability
 
 # Fig. 2a shrunk: K=3 users holding one 2-D Gaussian pattern each, RAM rho=(0.5, 0.4, 0.1).
 TINY_GAUSSIAN: dict[str, Any] = {
@@ -233,3 +235,31 @@ def scenario_error(raw: dict[str, Any], make: Any = scenario_from_dict) -> str:
     with pytest.raises(ScenarioError) as info:
         make(raw)
     return str(info.value)
+
+
+def write_run(
+    root: Path,
+    label: str,
+    seed: int,
+    rows: list[dict[str, Any]],
+    *,
+    summary: dict[str, Any] | None = None,
+    status: str = "complete",
+    variant: dict[str, Any] | None = None,
+) -> RunDirectory:
+    """A run folder ``root/label/seed<seed>`` written by hand: ``rows`` as metrics, a
+    summary whose ``final`` and ``tail-mean`` are the last row (unless given), a
+    fashion-mnist scenario with the seed, and ``variant.json`` when ``variant`` (the
+    swept {field: value}) is given."""
+    run = RunDirectory(root / label / f"seed{seed}")
+    run.path.mkdir(parents=True)
+    for row in rows:
+        run.append_metrics(row)
+    if summary is None:
+        summary = {"rounds": rows[-1]["round"], "final": rows[-1], "tail-mean": rows[-1]}
+    run.write("summary.json", json.dumps(summary))
+    run.write("scenario.yaml", yaml.safe_dump({"data": {"dataset": "fashion-mnist"}, "seed": seed}))
+    run.set_status(status)
+    if variant is not None:
+        run.write_variant(label, variant)
+    return run

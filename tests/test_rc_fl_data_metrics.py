@@ -4,13 +4,9 @@ strategy reports, the fairness tables, mapping-valued sweeps and the RC-FL clien
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
-import yaml
 from torch.nn import functional as F
 
 from fedram_flwr.config import ScenarioError
@@ -24,7 +20,6 @@ from fedram_flwr.evaluation import client_test_metrics
 from fedram_flwr.experiment import Experiment
 from fedram_flwr.models import get_weights
 from fedram_flwr.registry import scenario_from_dict
-from fedram_flwr.report import fairness_table, per_client_test_table, write_report
 from fedram_flwr.strategies.rc_fl import hcvar
 
 
@@ -75,42 +70,6 @@ def test_client_test_metrics_by_hand() -> None:
     assert m["client-test-acc-worst10"] == 0.5 and m["client-test-acc-best10"] == 1.0
     assert m["client-test-acc-var"] == pytest.approx(np.var([100.0, 50.0, 100.0]))
     assert m["client-test-hcvar"] == pytest.approx(hcvar(per_client, p[:3], 0.5))
-
-
-def fake_run(root: Path, label: str, seed: int, accs: list[float], hcvar_value: float) -> None:
-    path = root / label / f"seed{seed}"
-    path.mkdir(parents=True)
-    final = {
-        "round": 10,
-        "accuracy": float(np.mean(accs)),
-        "client-test-accuracy": accs,
-        "client-test-acc-mean": float(np.mean(accs)),
-        "client-test-acc-worst10": min(accs),
-        "client-test-acc-best10": max(accs),
-        "client-test-acc-var": float(np.var(100 * np.array(accs))),
-        "client-test-hcvar": hcvar_value,
-        "client-test-loss-max": 1.0,
-    }
-    (path / "metrics.jsonl").write_text(json.dumps(final) + "\n")
-    (path / "summary.json").write_text(json.dumps({"rounds": 10, "final": final}))
-    (path / "scenario.yaml").write_text(
-        yaml.safe_dump({"name": "x", "data": {"dataset": "fashion-mnist"}, "seed": seed})
-    )
-    (path / "status.json").write_text(json.dumps({"status": "complete"}))
-
-
-def test_fairness_tables_are_mean_and_std_over_seeds(tmp_path: Path) -> None:
-    fake_run(tmp_path, "name=fedavg", 0, [0.9, 0.5, 0.7], 0.8)
-    fake_run(tmp_path, "name=fedavg", 1, [0.9, 0.7, 0.8], 0.6)
-    table = fairness_table(tmp_path)
-    # averages 70% and 80%, worst clients 50% and 70%, HCVaR 0.8 and 0.6 (std: ddof 1)
-    assert "| name=fedavg | 2 | 75.00 ± 7.07 | 60.00 ± 14.14 | 90.00 ± 0.00 |" in table
-    assert "0.700 ± 0.141" in table
-    assert "| name=fedavg | 2 | 90.00 ± 0.00 | 60.00 ± 14.14 | 75.00 ± 7.07 |" in (
-        per_client_test_table(tmp_path)
-    )
-    text = write_report(tmp_path).read_text()
-    assert "RC-FL Table 1" in text and (tmp_path / "client_test_accuracy.png").is_file()
 
 
 def test_sweep_over_whole_algorithm_sections(scenario_dict) -> None:

@@ -1,0 +1,95 @@
+"""Turn a folder of run directories into the papers' tables (mean ± std over seeds) and
+figures: ``report.md`` and PNGs beside it. The folder is read once into a
+:class:`RunSet`; :mod:`.tables` and :mod:`.figures` work on it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fedram_flwr.report.figures import (
+    group_weights,
+    plot_boundaries,
+    plot_client_histograms,
+    plot_client_test_accuracy,
+    plot_curves,
+    plot_group_weights_by_variant,
+    plot_train_loss,
+)
+from fedram_flwr.report.runs import OPTIONAL_STATS, Run, RunSet
+from fedram_flwr.report.tables import (
+    client_accuracy_table,
+    fairness_table,
+    group_weight_table,
+    markdown_table,
+    per_client_test_table,
+    pivot_table,
+    ttest_table,
+)
+
+__all__ = ["STATS", "Run", "RunSet", "write_report"]
+
+STATS = {
+    "final": "Final model (last round)",
+    "tail-mean": "Mean over the evaluations of the last 20% of rounds",
+    "time-mean": "Time-averaged: mean over every evaluation after round 0",
+}
+
+
+def write_report(root: str | Path) -> Path:
+    """``report.md`` plus comparison figures in ``root``; returns the report path."""
+    root = Path(root)
+    rs = RunSet.load(root)
+    runs = rs.finals()
+    fields = [rs.fields(v) for v in runs]
+    swept = sorted({k for f in fields for k in f})
+    grid = len(swept) == 2 and all(len(f) == 2 for f in fields)  # not mixed labels
+    text = [f"# Results under {root}\n"]
+    for stat, title in STATS.items():
+        if stat in OPTIONAL_STATS and not rs.finals(stat):
+            continue
+        text += [f"\n## {title}\n", markdown_table(rs, stat)]
+        if grid and len(runs) > 2:
+            text += ["\nPaper layout:\n", pivot_table(rs, swept[1], swept[0], stat)]
+    names = {rs.split(v)[1] for v in runs}
+    if "fedar" in names and len(names) > 1:
+        for key in ("accuracy", "train-loss"):
+            text += [f"\n## Paired t-test on `{key}` (Table 2)\n"]
+            text += [ttest_table(rs, key=key, over=over) for over in ("rounds", "seeds")]
+    if any("client-accuracy" in f for fs in runs.values() for f in fs):
+        text += ["\n## Per-client accuracy of the final model (Table 3)\n"]
+        text += [client_accuracy_table(rs)]
+        plot_client_histograms(rs, root / "client_accuracy_hist.png")
+        plot_train_loss(rs, root / "train_loss.png")
+    if table := fairness_table(rs):
+        text += [
+            "\n## Fairness of the final model on the clients' test data (RC-FL Table 1)\n",
+            "Accuracy over the clients' test sets: average, worst and best 10% of the "
+            "clients (at least one), variance over clients; HCVaR of the clients' test "
+            "losses with the scenario's `hcvar_alpha` and p_i = m_i / m, and the largest "
+            "client test loss. Mean ± std over seeds.\n",
+            table,
+        ]
+        if avg := fairness_table(rs, "avg-"):
+            text += ["\nThe same for rFedFair's running average omega_tilde_T:\n", avg]
+        if clients := per_client_test_table(rs):
+            text += ["\nTest accuracy (%) of each client (RC-FL Fig. 1):\n", clients]
+            plot_client_test_accuracy(rs, root / "client_test_accuracy.png")
+            text += ["![per-client test accuracy](client_test_accuracy.png)\n"]
+    plot_curves(rs, root / "curves.png")
+    plot_boundaries(rs, root / "decision_boundaries.png")
+    weights, groups = group_weights(rs)
+    if weights:
+        plot_group_weights_by_variant(weights, groups, root / "group_weights.png")
+        text += [
+            "\n## Cumulative aggregation weight per client group (CA-Fed Fig. 1d)\n",
+            "![cumulative aggregation weight per group](group_weights.png)\n",
+            "Groups by the oracle's pi_k (>= 1/2: more available) and |lambda_k| (>= 1/2: "
+            "correlated); the weight a client's update received each round it took part "
+            "(0 otherwise). End of training, (1/T) sum_t sum_{k in group} q_k^(t) "
+            "(mean ± std over seeds; the number of clients in each group is in the "
+            "figure's legend):\n",
+            group_weight_table(weights, groups),
+        ]
+    report = root / "report.md"
+    report.write_text("\n".join(text))
+    return report

@@ -1,0 +1,96 @@
+"""Run directories (fedram_flwr/outputs.py): per-round aggregation weights in
+``weights.npy``, estimator errors logged by the recorder from the oracle's hidden law,
+the summary's time-averaged accuracy, and the variant record ``variant.json``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fedram_flwr.outputs import (
+    RunDirectory,
+    availability_from_rows,
+    label_fields,
+    summarise,
+    swept_values,
+)
+from fedram_flwr.strategies.ca_fed import (
+    lambda_hat,
+    pi_hat,
+    transition_counts,
+    transition_matrix_hat,
+)
+from tests.helpers import CA_FED_PI
+
+
+def test_weights_are_recorded_per_round_for_the_participants(ca_fed_run) -> None:
+    _, out = ca_fed_run
+    weights = out.read_weights()
+    assert weights is not None and weights.shape == (4, 6) and weights.dtype == np.float32
+    rows = out.read_metrics()
+    relayed = availability_from_rows(rows, 6, "relayed")
+    assert not np.any(weights[~relayed])  # only clients whose update was aggregated
+    participants = {r["round"]: r["fit-participants"] for r in rows if "fit-participants" in r}
+    for t, n in participants.items():
+        assert np.count_nonzero(weights[t - 1]) == n
+    # rows stay compact: no per-client weight lists in metrics.jsonl
+    assert not any(
+        isinstance(v, list) and k not in ("active", "relayed", "failed")
+        for r in rows
+        for k, v in r.items()
+    )
+
+
+def test_estimator_errors_match_the_tracker_on_the_recorded_matrix(ca_fed_run) -> None:
+    _, out = ca_fed_run
+    rows = out.read_metrics()
+    active = availability_from_rows(rows, 6, "relayed")
+    pi = np.array(CA_FED_PI)
+    lam = np.array(out.scenario()["availability"]["params"]["lam"])
+    for r in rows:
+        if r["round"] == 0:
+            continue
+        t = r["round"]
+        seen = active[:t]
+        pi_est = pi_hat(seen.sum(0), t, 1.0, 1.0)
+        lam_est = lambda_hat(transition_matrix_hat(transition_counts(seen), 1.0))
+        assert r["pi-error"] == pytest.approx(np.abs(pi_est - pi).mean())
+        assert r["lambda-error"] == pytest.approx(np.abs(lam_est - lam).mean())
+
+
+def test_time_mean_averages_every_evaluation_after_round_zero() -> None:
+    rows = [{"round": r, "accuracy": a} for r, a in [(0, 0.0), (5, 0.2), (10, 0.4), (15, 0.9)]]
+    s = summarise(rows)
+    assert s["time-mean"]["accuracy"] == pytest.approx(0.5)
+    assert s["final"]["accuracy"] == 0.9
+
+
+def test_swept_values_follow_the_sweep_product_order() -> None:
+    sweep = {"availability.p_min": [0.1, 0.5], "algorithm.name": ["fedar", "mifa"]}
+    assert swept_values(sweep) == [
+        {"availability.p_min": 0.1, "algorithm.name": "fedar"},
+        {"availability.p_min": 0.1, "algorithm.name": "mifa"},
+        {"availability.p_min": 0.5, "algorithm.name": "fedar"},
+        {"availability.p_min": 0.5, "algorithm.name": "mifa"},
+    ]
+    assert swept_values({}) == [{}]
+
+
+def test_label_fields_name_whole_sections_by_their_name() -> None:
+    swept = {"algorithm": {"name": "afl", "params": {"lr_lambda": 0.1}}, "data.num_clients": 80}
+    assert label_fields(swept) == {"name": "afl", "num_clients": "80"}
+    assert label_fields({"algorithm.alpha": 1.0}) == {"alpha": "1.0"}
+
+
+def test_variant_record_survives_a_restart_of_the_run(tmp_path: Path) -> None:
+    run = RunDirectory(tmp_path / "x")
+    assert run.read_variant() is None
+    run.write_variant("p_min=0.1", {"availability.p_min": 0.1})
+    run.start({"name": "x"}, 0, engine="in-process")  # clears stale results, not the record
+    assert run.read_variant() == {
+        "label": "p_min=0.1",
+        "sweep": {"availability.p_min": 0.1},
+        "fields": {"p_min": "0.1"},
+    }
