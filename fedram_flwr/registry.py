@@ -401,18 +401,16 @@ class FedCVaRAvgParams:
 
 
 def build_fedavg(params: FedAvgParams, theta: list[np.ndarray], exp: Any, **common: Any):
-    from flwr.common import ndarrays_to_parameters
-
     from fedram_flwr.strategies import FedAvg
 
-    return FedAvg(initial_parameters=ndarrays_to_parameters(theta), **common)
+    return FedAvg(initial_arrays=theta, **common)
 
 
 def build_fed_cvar_avg(params: FedCVaRAvgParams, theta: list[np.ndarray], exp: Any, **common: Any):
     from fedram_flwr.strategies import FedCVaRAvg
 
     return FedCVaRAvg(
-        initial_theta=theta,
+        initial_arrays=theta,
         alpha=params.alpha,
         gamma=params.gamma,
         lr_t=params.lr_t,
@@ -535,7 +533,7 @@ def availability_aware_builder(strategy: str) -> Any:
         from fedram_flwr import strategies
 
         cls = getattr(strategies, strategy)
-        return cls(initial_theta=theta, **params.strategy_kwargs(exp), **common)
+        return cls(initial_arrays=theta, **params.strategy_kwargs(exp), **common)
 
     return build
 
@@ -771,7 +769,7 @@ def build_rfedfair(params: RFedFairParams, theta: list[np.ndarray], exp: Any, **
         raise ScenarioError(str(err)) from None
     lr = exp.scenario.training.lr
     return RFedFair(
-        initial_omega=theta,
+        initial_arrays=theta,
         alpha=params.alpha,
         mu=params.mu,
         lr_eta=lr if params.lr_eta is None else params.lr_eta,
@@ -793,12 +791,10 @@ class AFLParams:
 
 
 def build_afl(params: AFLParams, theta: list[np.ndarray], exp: Any, **common: Any):
-    from flwr.common import ndarrays_to_parameters
-
     from fedram_flwr.strategies import AFL
 
     return AFL(
-        initial_parameters=ndarrays_to_parameters(theta),
+        initial_arrays=theta,
         num_clients=exp.scenario.data.num_clients,
         lr_lambda=params.lr_lambda,
         **common,
@@ -817,14 +813,12 @@ class QFFLParams:
 
 
 def build_qffl(params: QFFLParams, theta: list[np.ndarray], exp: Any, **common: Any):
-    from flwr.common import ndarrays_to_parameters
-
     from fedram_flwr.strategies import QFFL
 
     return QFFL(
         q_param=params.q,
         qffl_learning_rate=exp.scenario.training.lr,
-        initial_parameters=ndarrays_to_parameters(theta),
+        initial_arrays=theta,
         **common,
     )
 
