@@ -83,8 +83,11 @@ class FedCVaRAvgCore(FedAvgCore):
 class FedCVaRAvg(CoreStrategy):
     """Fed-CVaR-Avg (Alg. 1) as a Flower Strategy over :class:`FedCVaRAvgCore`.
 
-    ``evaluate_fn`` sees theta only; the reported metrics add the global t.
+    ``evaluate_fn`` sees theta only; the reported metrics add the global t. Like
+    FedAvg it also serves clients that report no partition id (only one is relayed).
     """
+
+    needs_partition_id = False
 
     def __init__(
         self,
