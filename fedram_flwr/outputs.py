@@ -156,8 +156,9 @@ def estimator_errors(
 
 
 class RecordingStrategy(Strategy):
-    """Wraps a strategy of ``fedram_flwr.strategies`` (``diagnostics()``); writes one metrics row per round and finishes the run
-    directory after the last round. Works in every engine (it lives in the server).
+    """Wraps a strategy of ``fedram_flwr.strategies`` (``diagnostics()``); writes one
+    metrics row per round and finishes the run directory after the last round. Works in
+    every engine (it lives in the server).
 
     It reads what it logs of the algorithm from the strategy's ``diagnostics()``:
     ``q`` (the last aggregation's weights over all clients, from strategies that weigh
