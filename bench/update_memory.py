@@ -61,7 +61,7 @@ def measure(model: str, num_clients: int, rounds: int, active: float) -> dict:
         "model": model,
         "N": num_clients,
         "d": d,
-        "memory-MB": strategy.memory.updates.nbytes / MB,
+        "memory-MB": strategy.state.memory.updates.nbytes / MB,
         "strategy-held-MB": held / MB,
         "round-inputs-MB": inputs / MB,
         "round-extra-peak-MB": extra_peak / MB,

@@ -11,7 +11,7 @@ from torch.nn import functional as F
 
 from fedram_flwr.clients.erm import ERMClient
 from fedram_flwr.models import get_weights, set_weights
-from fedram_flwr.strategies.ca_fed import LOCAL_OPTIMUM, RECEIVED_LOSS, REPORT_LOCAL_OPTIMUM
+from fedram_flwr.protocol import LOCAL_OPTIMUM, RECEIVED_LOSS, REPORT_LOCAL_OPTIMUM
 
 
 def local_optimum_loss(

@@ -8,8 +8,12 @@ from flwr.common import NDArrays, Scalar
 
 from fedram_flwr.clients.erm import ERMClient
 from fedram_flwr.models import get_weights
-from fedram_flwr.strategies.fed_cvar_avg import (
-    cvar_gradient_weights,
+from fedram_flwr.objectives import cvar_gradient_weights
+from fedram_flwr.protocol import (
+    CVAR_ALPHA,
+    CVAR_GAMMA,
+    LR_T,
+    THRESHOLD_T,
     join_theta_t,
     split_theta_t,
 )
@@ -26,14 +30,14 @@ class CVaRClient(ERMClient):
     """
 
     def fit(self, parameters: NDArrays, config: dict[str, Scalar]):
-        alpha, gamma = float(config["cvar-alpha"]), float(config["cvar-gamma"])
+        alpha, gamma = float(config[CVAR_ALPHA]), float(config[CVAR_GAMMA])
         return train_with_threshold(
             self,
             parameters,
             config,
             lambda loss, t: cvar_gradient_weights(loss, t, alpha, gamma),
-            lr=float(config["lr-t"]),
-            name="t",
+            lr=float(config[LR_T]),
+            name=THRESHOLD_T,
         )
 
 

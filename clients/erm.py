@@ -10,7 +10,16 @@ from flwr.common import NDArrays, RecordDict, Scalar
 from torch import nn
 
 from fedram_flwr.models import get_weights, set_weights
-from fedram_flwr.protocol import PARTITION_ID
+from fedram_flwr.protocol import (
+    BATCH_SIZE,
+    LOCAL_EPOCHS,
+    LR,
+    NUM_EXAMPLES,
+    PARTITION_ID,
+    SERVER_ROUND,
+    TRAIN_LOSS,
+    TRAIN_SECONDS,
+)
 from fedram_flwr.training import client_rng, local_sgd
 
 
@@ -48,7 +57,7 @@ class ERMClient(NumPyClient):
         self.state = RecordDict() if state is None else state
 
     def get_properties(self, config: dict[str, Scalar]) -> dict[str, Scalar]:
-        return {PARTITION_ID: self.partition_id, "num-examples": len(self.y)}
+        return {PARTITION_ID: self.partition_id, NUM_EXAMPLES: len(self.y)}
 
     def get_parameters(self, config: dict[str, Scalar]) -> NDArrays:
         return get_weights(self.model)
@@ -65,10 +74,10 @@ class ERMClient(NumPyClient):
             self.model,
             self.x,
             self.y,
-            epochs=int(config.get("local-epochs", self.local_epochs)),
-            batch_size=int(config.get("batch-size", self.batch_size)),
-            lr=float(config.get("lr", self.lr)),
-            rng=client_rng(self.seed, int(config.get("server-round", 0)), self.partition_id),
+            epochs=int(config.get(LOCAL_EPOCHS, self.local_epochs)),
+            batch_size=int(config.get(BATCH_SIZE, self.batch_size)),
+            lr=float(config.get(LR, self.lr)),
+            rng=client_rng(self.seed, int(config.get(SERVER_ROUND, 0)), self.partition_id),
             batch_weight=batch_weight,
             steps=self.local_steps,
             weight_decay=self.weight_decay,
@@ -76,8 +85,8 @@ class ERMClient(NumPyClient):
         )
         return {
             PARTITION_ID: self.partition_id,
-            "train-loss": loss,
-            "train-seconds": time.perf_counter() - start,
+            TRAIN_LOSS: loss,
+            TRAIN_SECONDS: time.perf_counter() - start,
         }
 
     def fit(self, parameters: NDArrays, config: dict[str, Scalar]):

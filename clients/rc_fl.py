@@ -6,14 +6,8 @@ from flwr.common import NDArrays, Scalar
 
 from fedram_flwr.clients.cvar import train_with_threshold
 from fedram_flwr.clients.erm import ERMClient
-from fedram_flwr.strategies.rc_fl import (
-    ALPHA_KEY,
-    LR_ETA_KEY,
-    MU_KEY,
-    P_KEY,
-    check_alpha,
-    rcfl_gradient_weights,
-)
+from fedram_flwr.objectives import check_alpha, rcfl_gradient_weights
+from fedram_flwr.protocol import LR_ETA, RCFL_ALPHA, RCFL_MU, RCFL_P, THRESHOLD_ETA
 
 
 class RCFLClient(ERMClient):
@@ -31,14 +25,14 @@ class RCFLClient(ERMClient):
     """
 
     def fit(self, parameters: NDArrays, config: dict[str, Scalar]):
-        alpha, p = float(config[ALPHA_KEY]), float(config[P_KEY])
+        alpha, p = float(config[RCFL_ALPHA]), float(config[RCFL_P])
         check_alpha([alpha], [p], f"alpha of client {self.partition_id}")
-        mu = float(config[MU_KEY])
+        mu = float(config[RCFL_MU])
         return train_with_threshold(
             self,
             parameters,
             config,
             lambda loss, eta: rcfl_gradient_weights(loss, eta, alpha, mu),
-            lr=float(config[LR_ETA_KEY]),
-            name="eta",
+            lr=float(config[LR_ETA]),
+            name=THRESHOLD_ETA,
         )

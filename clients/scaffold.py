@@ -8,10 +8,16 @@ from flwr.common import ArrayRecord, NDArrays, Scalar
 
 from fedram_flwr.clients.erm import ERMClient
 from fedram_flwr.models import get_weights
-from fedram_flwr.strategies.scaffold import scaffold_control_update, split_model_control
+from fedram_flwr.objectives import scaffold_control_update
+from fedram_flwr.protocol import (
+    BATCH_SIZE,
+    LOCAL_EPOCHS,
+    LR,
+    SCAFFOLD_CONTROL,
+    join_model_control,
+    split_model_control,
+)
 from fedram_flwr.training import num_local_steps
-
-CONTROL_KEY = "scaffold-control"
 
 
 class ScaffoldClient(ERMClient):
@@ -24,8 +30,8 @@ class ScaffoldClient(ERMClient):
 
     def control(self, like: NDArrays) -> NDArrays:
         """c_i from the persistent state, zeros shaped ``like`` the first time."""
-        if CONTROL_KEY in self.state:
-            return self.state[CONTROL_KEY].to_numpy_ndarrays()
+        if SCAFFOLD_CONTROL in self.state:
+            return self.state[SCAFFOLD_CONTROL].to_numpy_ndarrays()
         return [np.zeros_like(a) for a in like]
 
     def fit(self, parameters: NDArrays, config: dict[str, Scalar]):
@@ -36,12 +42,12 @@ class ScaffoldClient(ERMClient):
         y = get_weights(self.model)
         k = num_local_steps(
             len(self.y),
-            int(config.get("batch-size", self.batch_size)),
-            int(config.get("local-epochs", self.local_epochs)),
+            int(config.get(BATCH_SIZE, self.batch_size)),
+            int(config.get(LOCAL_EPOCHS, self.local_epochs)),
             self.local_steps,
         )
-        lr = float(config.get("lr", self.lr))
+        lr = float(config.get(LR, self.lr))
         c_new = [scaffold_control_update(*v, k, lr) for v in zip(c_i, c, x, y)]
-        self.state[CONTROL_KEY] = ArrayRecord(c_new)
+        self.state[SCAFFOLD_CONTROL] = ArrayRecord(c_new)
         deltas = [new - old for new, old in zip(c_new, c_i)]
-        return [*y, *deltas], len(self.y), metrics
+        return join_model_control(y, deltas), len(self.y), metrics

@@ -14,6 +14,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from fedram_flwr.models import set_weights
+from fedram_flwr.objectives import hcvar
 from fedram_flwr.training import predict_logits
 
 
@@ -81,8 +82,6 @@ def client_test_metrics(
     variance in %^2, worst and best 10%, RC-FL Table 1) and the HCVaR_{1-alpha} of the
     test losses with weights p_i = m_i / m (Def. 2, computed exactly as the primal of
     eq. 1). Clients without test samples are left out."""
-    from fedram_flwr.strategies.rc_fl import hcvar
-
     losses = F.cross_entropy(logits, torch.from_numpy(y), reduction="none").numpy()
     correct = (logits.argmax(1).numpy() == y).astype(float)
     has = np.array([idx.size > 0 for idx in client_test])

@@ -19,6 +19,7 @@ from fedram_flwr.config import Scenario
 from fedram_flwr.data import FederatedData, load_federated_data
 from fedram_flwr.evaluation import make_evaluate_fn
 from fedram_flwr.models import build_model, get_weights
+from fedram_flwr.protocol import SERVER_ROUND
 from fedram_flwr.registry import algorithm_params, algorithm_spec, oracle_params, oracle_spec
 
 
@@ -79,7 +80,7 @@ class Experiment:
             min_fit_clients=1,
             min_evaluate_clients=0,
             min_available_clients=s.data.num_clients,
-            on_fit_config_fn=lambda r: {"server-round": r},
+            on_fit_config_fn=lambda r: {SERVER_ROUND: r},
             fit_metrics_aggregation_fn=weighted_mean_metrics,
             evaluate_fn=make_evaluate_fn(
                 self.new_model(),

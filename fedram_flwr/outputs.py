@@ -200,14 +200,17 @@ def summarise(rows: list[dict[str, Any]], tail_fraction: float = 0.2) -> dict[st
     }
 
 
-def estimator_errors(strategy: Any, true_law: tuple[np.ndarray, np.ndarray]) -> dict[str, float]:
+def estimator_errors(
+    diagnostics: dict[str, Any], true_law: tuple[np.ndarray, np.ndarray]
+) -> dict[str, float]:
     """Mean over clients of |pi_hat - pi| and |lambda_hat - lambda| of the availability
-    tracker of ``strategy`` (an AvailabilityAwareStrategy: it tracks availability in
-    both modes) against the oracle's hidden law; {} for other strategies."""
-    tracker = getattr(strategy, "tracker", None)
-    if tracker is None or tracker.rounds == 0:
+    estimates a strategy's ``diagnostics()`` reports under ``availability`` (CA-Fed and
+    its baselines track availability in both modes) against the oracle's hidden law;
+    {} when there are none (other strategies, or before round 1)."""
+    tracked = diagnostics.get("availability")
+    if tracked is None:
         return {}
-    pi_est, lam_est = tracker.estimates()
+    pi_est, lam_est = tracked
     pi, lam = true_law
     return {
         "pi-error": float(np.mean(np.abs(pi_est - pi))),
@@ -216,11 +219,14 @@ def estimator_errors(strategy: Any, true_law: tuple[np.ndarray, np.ndarray]) -> 
 
 
 class RecordingStrategy(Strategy):
-    """Wraps any Strategy; writes one metrics row per round and finishes the run
-    directory after the last round. Works in every engine (it lives in the server).
+    """Wraps a strategy of ``fedram_flwr.strategies`` (``diagnostics()``); writes one
+    metrics row per round and finishes the run directory after the last round. Works in
+    every engine (it lives in the server).
 
-    Strategies that weigh clients individually expose ``q`` (the last aggregation's
-    weights over all clients); the recorder keeps each round's weights of the
+    It reads what it logs of the algorithm from the strategy's ``diagnostics()``:
+    ``q`` (the last aggregation's weights over all clients, from strategies that weigh
+    clients individually) and ``availability`` (the estimates (pi_hat, lambda_hat)).
+    The recorder keeps each round's weights of the
     participants and writes them as ``weights.npy`` after the last round. ``true_law``
     (pi, lambda): the oracle's hidden law, read *by the recorder only* to log the
     estimators' errors ``pi-error`` / ``lambda-error`` each round; the wrapped strategy
@@ -287,13 +293,14 @@ class RecordingStrategy(Strategy):
                 **{f"fit-{k}": v for k, v in metrics.items()},
             }
         )
-        q = getattr(self.strategy, "q", None)
+        diagnostics = self.strategy.diagnostics()
+        q = diagnostics.get("q")
         if isinstance(q, np.ndarray) and params is not None:
             applied = np.zeros(q.size, np.float32)
             applied[relayed] = q[relayed]  # q_k of those whose update was aggregated
             self._weights[server_round] = applied
         if self.true_law is not None:
-            self._row.update(estimator_errors(self.strategy, self.true_law))
+            self._row.update(estimator_errors(diagnostics, self.true_law))
         return params, metrics
 
     def configure_evaluate(

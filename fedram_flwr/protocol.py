@@ -3,13 +3,139 @@
 Each constant names a key of a fit/evaluate config (server -> client), a fit metric
 (client -> server) or a client property (client -> server, asked by the oracle), with
 its direction and meaning. Both sides import the key from here; neither types it as a
-literal.
+literal. The packing helpers fix the layout of the arrays that carry more than a model:
+(theta, t) for Fed-CVaR-Avg and RC-FL, (x, c) for SCAFFOLD. :class:`ClientReply` is a
+fit result as the algorithm cores see it: no Flower type, so every face of a strategy
+(the legacy ``Strategy``, the Message API) hands the same value to the same core.
+
+No Flower import here, and nothing from the package: both sides import this module.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+Arrays = list[np.ndarray]  # Flower's NDArrays, without importing Flower
 
 # --------------------------------------------------------------- client -> server
 PARTITION_ID = "partition-id"
 """property and fit metric (int): the client's partition id, 0..N-1. Oracles ask for it
 with ``get_properties`` to know clients by id in every engine; strategies order results
 by it so sums are the same whatever order replies arrive in."""
+
+NUM_EXAMPLES = "num-examples"
+"""property (int): m_i, the size of the client's training set. RC-FL's server reads it
+to form p_i = m_i / m over the connected clients."""
+
+TRAIN_LOSS = "train-loss"
+"""fit metric (float): the mean mini-batch loss of the client's last local epoch."""
+
+TRAIN_SECONDS = "train-seconds"
+"""fit metric (float): wall time of the local SGD alone (benchmarks)."""
+
+RECEIVED_LOSS = "received-loss"
+"""fit metric (float): F_k(w_t), the client's loss on its first mini-batch at the
+received model (CA-Fed's F_k^(t), Alg. 1 line 3; AFL's and q-FFL's f_k(w_t))."""
+
+LOCAL_OPTIMUM = "local-optimum-loss"
+"""fit metric (float): F_k*, the client's minimum local loss (CA-Fed with
+``loss_floor: local-optimum``); sent when the config carries REPORT_LOCAL_OPTIMUM."""
+
+THRESHOLD_T = "t"
+"""fit metric (float): Fed-CVaR-Avg's t after the client's local steps."""
+
+THRESHOLD_ETA = "eta"
+"""fit metric (float): RC-FL's eta after the client's local steps."""
+
+# --------------------------------------------------------------- server -> client
+SERVER_ROUND = "server-round"
+"""fit config (int): the round t; seeds the client's batch order from (seed, t, id)."""
+
+LR = "lr"
+"""fit config (float): the client's step size this round (eta_t of FedAR and the
+stale-update baselines); the client's own ``training.lr`` when absent."""
+
+LOCAL_EPOCHS = "local-epochs"
+"""fit config (int, optional): overrides the client's number of local epochs H."""
+
+BATCH_SIZE = "batch-size"
+"""fit config (int, optional): overrides the client's mini-batch size."""
+
+CVAR_ALPHA = "cvar-alpha"
+"""fit config (float): Fed-CVaR-Avg's CVaR level alpha (eq. 6)."""
+
+CVAR_GAMMA = "cvar-gamma"
+"""fit config (float): Fed-CVaR-Avg's trade-off gamma between CVaR and mean (eq. 6)."""
+
+LR_T = "lr-t"
+"""fit config (float): Fed-CVaR-Avg's step size eta_t of t (Alg. 1 line 8)."""
+
+REPORT_LOCAL_OPTIMUM = "report-local-optimum"
+"""fit config (bool): ask the client for LOCAL_OPTIMUM (CA-Fed, ``local-optimum``)."""
+
+RCFL_ALPHA = "rcfl-alpha"
+"""fit config (float): RC-FL's alpha_i of this client, in [p_i, 1] (Def. 1)."""
+
+RCFL_P = "rcfl-p"
+"""fit config (float): RC-FL's p_i = m_i / m of this client (the client checks alpha_i)."""
+
+RCFL_MU = "rcfl-mu"
+"""fit config (float): RC-FL's smoothing mu of phi_mu (Sec. 4)."""
+
+LR_ETA = "lr-eta"
+"""fit config (float): RC-FL's step size beta_eta of eta (Alg. 1)."""
+
+# ------------------------------------------------------------- client-side state
+SCAFFOLD_CONTROL = "scaffold-control"
+"""``Context.state`` record (never on the wire): SCAFFOLD's client control variate c_i."""
+
+
+# ------------------------------------------------------------------- packing
+def join_theta_t(theta: Sequence[np.ndarray], t: float) -> Arrays:
+    """(theta, t) on the wire: theta's arrays followed by t as a 1-element float64 array
+    (Fed-CVaR-Avg's (theta, t); RC-FL's (omega, eta))."""
+    return [*theta, np.array([t], dtype=np.float64)]
+
+
+def split_theta_t(arrays: Sequence[np.ndarray]) -> tuple[Arrays, float]:
+    """Inverse of :func:`join_theta_t`."""
+    return list(arrays[:-1]), float(arrays[-1].reshape(-1)[0])
+
+
+def join_model_control(model: Sequence[np.ndarray], control: Sequence[np.ndarray]) -> Arrays:
+    """SCAFFOLD on the wire: [x arrays..., c arrays...] to the client, [y_i arrays...,
+    Delta c_i arrays...] back (the control shaped like the model)."""
+    return [*model, *control]
+
+
+def split_model_control(arrays: Sequence[np.ndarray]) -> tuple[Arrays, Arrays]:
+    """Inverse of :func:`join_model_control`: [model..., control...] -> (model, control)."""
+    half = len(arrays) // 2
+    return list(arrays[:half]), list(arrays[half:])
+
+
+# ------------------------------------------------------------- a client's reply
+@dataclass(frozen=True)
+class ClientReply:
+    """One client's fit result, Flower-free: its partition id, m_i, its fit metrics and
+    its arrays, decoded on demand by :meth:`arrays` (the memory strategies decode one
+    reply at a time into a reused buffer instead of holding all of them)."""
+
+    partition_id: int
+    num_examples: int
+    metrics: Mapping[str, Any]
+    decode: Callable[[], Arrays]
+
+    def arrays(self) -> Arrays:
+        """The arrays the client returned (a fresh list each call)."""
+        return self.decode()
+
+    def metric(self, key: str) -> float:
+        """The fit metric ``key`` as a float; names the key and client if it is missing."""
+        if key not in self.metrics:
+            raise ValueError(f"client {self.partition_id} sent no '{key}' fit metric")
+        return float(self.metrics[key])

@@ -16,20 +16,17 @@ and the lambda step with the reported losses (clients not heard from add 0).
 
 from __future__ import annotations
 
-import numpy as np
-from flwr.common import (
-    FitRes,
-    Parameters,
-    Scalar,
-    ndarrays_to_parameters,
-    parameters_to_ndarrays,
-)
-from flwr.server.client_proxy import ClientProxy
-from flwr.server.strategy.aggregate import aggregate
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from fedram_flwr.protocol import PARTITION_ID
-from fedram_flwr.strategies.ca_fed import RECEIVED_LOSS
-from fedram_flwr.strategies.fedavg import FedAvg, in_partition_order
+import numpy as np
+from flwr.common import NDArrays
+
+from fedram_flwr.protocol import RECEIVED_LOSS, Arrays, ClientReply
+from fedram_flwr.strategies.base import CoreStrategy
+from fedram_flwr.strategies.core import Core, Outcome
+from fedram_flwr.strategies.fedavg import weighted_average
 
 
 def project_simplex(v: np.ndarray) -> np.ndarray:
@@ -51,57 +48,74 @@ def afl_lambda_step(lam: np.ndarray, losses: dict[int, float], lr: float) -> np.
     return project_simplex(lam + lr * g)
 
 
-class AFL(FedAvg):
-    """AFL as a Flower Strategy: holds lambda over ``num_clients`` clients (uniform at
-    start), aggregates the returned models with weights lambda_k (renormalised over the
-    clients that returned) and then steps lambda with the losses they reported.
+@dataclass(frozen=True)
+class AFLState:
+    """The global model and the mixture weights lambda over the N clients."""
 
-    Clients return their trained model and report ``partition-id`` and
-    ``received-loss`` = f_k(w_t), their loss at the received model, in the fit metrics
-    (``CAFedClient`` does: the loss of its first batch, the full training loss when the
-    batch holds all of the client's data). Metrics add ``lambda-max`` and the entropy of
-    lambda (``lambda-entropy``, log n when uniform)."""
+    arrays: Arrays
+    lam: np.ndarray
 
-    def __init__(self, *, num_clients: int, lr_lambda: float = 0.01, **fedavg_kwargs) -> None:
-        if num_clients < 1 or lr_lambda < 0:
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class AFLCore(Core[AFLState]):
+    """AFL: lambda uniform at start; a round aggregates the returned models with weights
+    lambda_k (renormalised over the clients that returned; no step when all are 0) and
+    then steps lambda with the losses they reported (``received-loss``). Diagnostics:
+    ``lambda-max`` and the entropy of lambda (``lambda-entropy``, log n when uniform)."""
+
+    num_clients: int
+    lr_lambda: float = 0.01
+
+    def __post_init__(self) -> None:
+        if self.num_clients < 1 or self.lr_lambda < 0:
             raise ValueError(
-                f"num_clients ({num_clients}) must be >= 1, "
-                f"algorithm.params.lr_lambda ({lr_lambda}) >= 0"
+                f"num_clients ({self.num_clients}) must be >= 1, "
+                f"algorithm.params.lr_lambda ({self.lr_lambda}) >= 0"
             )
-        super().__init__(**fedavg_kwargs)
-        self.lr_lambda = lr_lambda
-        self.lam = np.full(num_clients, 1.0 / num_clients)
 
-    def __repr__(self) -> str:
-        return f"AFL(n={self.lam.size}, lr_lambda={self.lr_lambda})"
+    def init(self, initial_arrays: Sequence[np.ndarray]) -> AFLState:
+        return AFLState(list(initial_arrays), np.full(self.num_clients, 1.0 / self.num_clients))
 
-    def aggregate_fit(
-        self,
-        server_round: int,
-        results: list[tuple[ClientProxy, FitRes]],
-        failures: list[tuple[ClientProxy, FitRes] | BaseException],
-    ) -> tuple[Parameters | None, dict[str, Scalar]]:
-        if not results or (failures and not self.accept_failures):
-            return None, {}
-        ordered = in_partition_order(results)
-        ids = [int(r.metrics[PARTITION_ID]) for r in ordered]
-        weights = self.lam[ids]
-        new = None  # every returning client has lambda_k = 0: the model stays
-        if weights.sum() > 0:
-            models = [
-                (parameters_to_ndarrays(r.parameters), float(w)) for r, w in zip(ordered, weights)
-            ]
-            new = ndarrays_to_parameters(aggregate(models))  # type: ignore[arg-type]
-        losses = {k: float(r.metrics[RECEIVED_LOSS]) for k, r in zip(ids, ordered)}
-        self.lam = afl_lambda_step(self.lam, losses, self.lr_lambda)
-        metrics: dict[str, Scalar] = {}
-        if self.fit_metrics_aggregation_fn:
-            metrics = self.fit_metrics_aggregation_fn(
-                [(r.num_examples, r.metrics) for r in ordered]
-            )
-        positive = self.lam[self.lam > 0]
-        return new, {
-            **metrics,
-            "lambda-max": float(self.lam.max()),
+    def arrays(self, state: AFLState) -> Arrays:
+        return state.arrays
+
+    def aggregate(
+        self, state: AFLState, server_round: int, replies: Sequence[ClientReply], elapsed: int
+    ) -> Outcome[AFLState]:
+        if not replies:
+            return Outcome(state, {}, aggregated=False)
+        ids = [r.partition_id for r in replies]
+        weights = state.lam[ids]
+        arrays = state.arrays  # every returning client has lambda_k = 0: the model stays
+        moved = bool(weights.sum() > 0)
+        if moved:
+            arrays = weighted_average([(r.arrays(), float(w)) for r, w in zip(replies, weights)])
+        losses = {k: r.metric(RECEIVED_LOSS) for k, r in zip(ids, replies)}
+        lam = afl_lambda_step(state.lam, losses, self.lr_lambda)
+        positive = lam[lam > 0]
+        diagnostics = {
+            "lambda-max": float(lam.max()),
             "lambda-entropy": float(-(positive * np.log(positive)).sum()),
         }
+        return Outcome(AFLState(arrays, lam), diagnostics, aggregated=moved)
+
+    def diagnostics(self, state: AFLState) -> dict[str, Any]:
+        return {"lambda": state.lam}
+
+
+class AFL(CoreStrategy):
+    """AFL as a Flower Strategy over :class:`AFLCore`. Clients return their trained
+    model and report ``partition-id`` and ``received-loss`` = f_k(w_t), their loss at
+    the received model, in the fit metrics (``CAFedClient`` does: the loss of its first
+    batch, the full training loss when the batch holds all of the client's data)."""
+
+    def __init__(
+        self,
+        *,
+        initial_arrays: NDArrays,
+        num_clients: int,
+        lr_lambda: float = 0.01,
+        **fedavg_kwargs: Any,
+    ) -> None:
+        core = AFLCore(num_clients=num_clients, lr_lambda=lr_lambda)
+        super().__init__(core, initial_arrays=initial_arrays, **fedavg_kwargs)

@@ -1,5 +1,6 @@
 """The baselines CA-Fed is compared with (Rodio et al., IEEE/ACM ToN 2024, Sec. V-A c),
-as Flower Strategies on :class:`~fedram_flwr.strategies.ca_fed.AvailabilityAwareStrategy`:
+as cores on :class:`~fedram_flwr.strategies.ca_fed.AvailabilityAwareCore` with thin Flower
+adapters:
 every active client trains, the server takes the step of eq. 3 with weights q^(t).
 
 - Unbiased: q_k = alpha_k / pi_k for every active client (Thm. 1's unbiased choice);
@@ -22,10 +23,15 @@ posterior mean pi_hat (Sec. IV-B) otherwise.
 
 from __future__ import annotations
 
-import numpy as np
-from flwr.common import Metrics, Scalar
+from dataclasses import dataclass
 
-from fedram_flwr.strategies.ca_fed import AvailabilityAwareStrategy, unbiased_weights
+import numpy as np
+
+from fedram_flwr.strategies.ca_fed import (
+    AvailabilityAwareCore,
+    AvailabilityAwareStrategy,
+    unbiased_weights,
+)
 
 
 # ------------------------------------------------------------------ weights
@@ -54,51 +60,74 @@ def f3ast_weights(
     return q
 
 
-# --------------------------------------------------------------- strategies
-class Unbiased(AvailabilityAwareStrategy):
+# ------------------------------------------------------------------------ cores
+@dataclass(frozen=True, eq=False, kw_only=True)
+class UnbiasedCore(AvailabilityAwareCore):
     """Unbiased aggregation: q = alpha / pi (CA-Fed Sec. V-A c, baseline 1)."""
 
-    def weights(
-        self, active: np.ndarray, reports: dict[int, Metrics]
-    ) -> tuple[np.ndarray, dict[str, Scalar]]:
-        return unbiased_weights(self.alpha, self.availability()[0]), {}
+    def weights(self, state, active, replies):
+        return unbiased_weights(self.alpha, self.availability(state)[0]), {}, state
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class MoreAvailableCore(AvailabilityAwareCore):
+    """Only the clients with pi_k >= ``min_pi`` (CA-Fed Sec. V-A c, baseline 2)."""
+
+    min_pi: float = 0.5
+
+    def weights(self, state, active, replies):
+        pi = self.availability(state)[0]
+        return more_available_weights(self.alpha, pi, self.min_pi), {}, state
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class AdaFedCore(AvailabilityAwareCore):
+    """AdaFed with full participation of the active clients (baseline 3)."""
+
+    def weights(self, state, active, replies):
+        return adafed_weights(self.alpha, self.availability(state)[0], active), {}, state
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class F3ASTCore(AvailabilityAwareCore):
+    """F3AST with a budget of ``clients_per_round`` participants (baseline 4)."""
+
+    clients_per_round: int
+
+    def __post_init__(self) -> None:
+        if self.clients_per_round < 1:
+            raise ValueError(
+                f"algorithm.params.clients_per_round: {self.clients_per_round} must be >= 1"
+            )
+        super().__post_init__()
+
+    def weights(self, state, active, replies):
+        rate = self.availability(state)[0]
+        return f3ast_weights(self.alpha, rate, active, self.clients_per_round), {}, state
+
+
+# --------------------------------------------------------------- Flower adapters
+class Unbiased(AvailabilityAwareStrategy):
+    """Unbiased over :class:`UnbiasedCore`."""
+
+    core_type = UnbiasedCore
 
 
 class MoreAvailable(AvailabilityAwareStrategy):
-    """Only the clients with pi_k >= ``min_pi`` (CA-Fed Sec. V-A c, baseline 2)."""
+    """More available over :class:`MoreAvailableCore` (``min_pi``)."""
 
-    def __init__(self, *, min_pi: float = 0.5, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.min_pi = min_pi
-
-    def weights(
-        self, active: np.ndarray, reports: dict[int, Metrics]
-    ) -> tuple[np.ndarray, dict[str, Scalar]]:
-        return more_available_weights(self.alpha, self.availability()[0], self.min_pi), {}
+    core_type = MoreAvailableCore
+    core_params = ("min_pi",)
 
 
 class AdaFed(AvailabilityAwareStrategy):
-    """AdaFed with full participation of the active clients (baseline 3)."""
+    """AdaFed over :class:`AdaFedCore`."""
 
-    def weights(
-        self, active: np.ndarray, reports: dict[int, Metrics]
-    ) -> tuple[np.ndarray, dict[str, Scalar]]:
-        return adafed_weights(self.alpha, self.availability()[0], active), {}
+    core_type = AdaFedCore
 
 
 class F3AST(AvailabilityAwareStrategy):
-    """F3AST with a budget of ``clients_per_round`` participants (baseline 4)."""
+    """F3AST over :class:`F3ASTCore` (``clients_per_round``)."""
 
-    def __init__(self, *, clients_per_round: int, **kwargs) -> None:
-        if clients_per_round < 1:
-            raise ValueError(
-                f"algorithm.params.clients_per_round: {clients_per_round} must be >= 1"
-            )
-        super().__init__(**kwargs)
-        self.clients_per_round = clients_per_round
-
-    def weights(
-        self, active: np.ndarray, reports: dict[int, Metrics]
-    ) -> tuple[np.ndarray, dict[str, Scalar]]:
-        rate = self.availability()[0]
-        return f3ast_weights(self.alpha, rate, active, self.clients_per_round), {}
+    core_type = F3ASTCore
+    core_params = ("clients_per_round",)

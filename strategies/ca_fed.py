@@ -4,181 +4,63 @@ A. Rodio, F. Faticanti, O. Marfoq, G. Neglia, E. Leonardi, "Federated Learning u
 Heterogeneous and Correlated Client Availability", IEEE/ACM Transactions on Networking
 32(2), 2024 (``papers/ca-fed_correlated-availability.md``). Section IV, Algorithm 1.
 
-Pure numpy functions, vectorised over clients, first: the estimators of each client's
-availability pi_k and correlation lambda_k (Sec. IV-B) with the
-:class:`AvailabilityTracker` that accumulates their counts; the loss estimates F_hat
-(eq. 17) and F_hat*; the estimated total error (eq. 18-20); the greedy exclusion ``get``
-(Alg. 1, lines 13-22) and the weights q (lines 5-7); the server step (eq. 3). Then the
-thin Flower Strategies: :class:`AvailabilityAwareStrategy`, the base CA-Fed shares with
-its baselines (:mod:`fedram_flwr.strategies.availability_baselines`), and
-:class:`CAFed`. Client k's availability is a two-state Markov chain (0 inactive,
-1 active) with transition matrix P_k; P_k[s, s'] = P(s -> s').
+Pure numpy functions, vectorised over clients, first: the estimated total error
+(eq. 18-20), the greedy exclusion ``get`` (Alg. 1, lines 13-22) and the weights q
+(lines 5-7), the server step (eq. 3); the estimators of pi_k, lambda_k, F_hat and F_hat*
+(Sec. IV-B) are in :mod:`~fedram_flwr.strategies.availability_estimates`. Then the core
+:class:`AvailabilityAwareCore`, which CA-Fed shares with its baselines
+(:mod:`fedram_flwr.strategies.availability_baselines`), :class:`CAFedCore`, and their
+thin Flower adapters.
 """
 
 from __future__ import annotations
 
-from abc import abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 from flwr.common import (
     FitIns,
-    FitRes,
-    Metrics,
     NDArrays,
     Parameters,
-    Scalar,
-    ndarrays_to_parameters,
     parameters_to_ndarrays,
 )
 from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
-from flwr.server.strategy import FedAvg as FlowerFedAvg
 from numpy.typing import ArrayLike
 
-from fedram_flwr.protocol import PARTITION_ID
+from fedram_flwr.protocol import (
+    LOCAL_OPTIMUM,
+    RECEIVED_LOSS,
+    REPORT_LOCAL_OPTIMUM,
+    Arrays,
+    ClientReply,
+)
+from fedram_flwr.strategies.availability_estimates import (
+    AvailabilityTracker,
+    LossEstimates,
+    lambda_hat,
+    pi_hat,
+    transition_counts,
+    transition_matrix_hat,
+)
+from fedram_flwr.strategies.base import CoreStrategy
+from fedram_flwr.strategies.core import Core, Outcome
 
-RECEIVED_LOSS = "received-loss"  # fit metric: F_k^(t), the loss at the received model
-LOCAL_OPTIMUM = "local-optimum-loss"  # fit metric: F_k*, the client's minimum local loss
-REPORT_LOCAL_OPTIMUM = "report-local-optimum"  # fit config: ask for LOCAL_OPTIMUM
+__all__ = [
+    "LOCAL_OPTIMUM",
+    "RECEIVED_LOSS",
+    "REPORT_LOCAL_OPTIMUM",
+    "AvailabilityTracker",
+    "LossEstimates",
+    "lambda_hat",
+    "pi_hat",
+    "transition_counts",
+    "transition_matrix_hat",
+]
+
 LOSS_FLOORS = ("running-min", "local-optimum")  # how CA-Fed estimates F_k*
-
-
-# ------------------------------------------------------------------ estimators
-def pi_hat(active_counts: ArrayLike, t: int, n_prior: ArrayLike, m_prior: ArrayLike) -> np.ndarray:
-    """Posterior mean of pi_k under a Beta(n_k, m_k) prior (Sec. IV-B):
-    pi_hat_k = (sum_{s <= t} 1{k in A_s} + n_k) / (t + n_k + m_k)."""
-    n_prior, m_prior = np.asarray(n_prior, dtype=float), np.asarray(m_prior, dtype=float)
-    return (np.asarray(active_counts) + n_prior) / (t + n_prior + m_prior)
-
-
-def transition_counts(states: np.ndarray) -> np.ndarray:
-    """(N, 2, 2) counts c[k, s, s'] of the transitions s -> s' of each client between
-    consecutive rows of a rounds x clients bool matrix (fewer than 2 rows: zeros)."""
-    states = np.asarray(states, dtype=bool)
-    pair = 2 * states[:-1].astype(np.int64) + states[1:]  # 0: 0->0, 1: 0->1, 2: 1->0, 3: 1->1
-    counts = np.stack([(pair == j).sum(axis=0) for j in range(4)], axis=-1)
-    return counts.reshape(states.shape[1], 2, 2)
-
-
-def transition_matrix_hat(counts: np.ndarray, prior: ArrayLike = 1.0) -> np.ndarray:
-    """Posterior mean of each P_k (Sec. IV-B): row s of P_k gets a Beta prior with
-    pseudo-counts prior[s, s'] (scalar, (2, 2) or (N, 2, 2)), so
-    P_hat_k[s, s'] = (c[k, s, s'] + prior[s, s']) / sum_u (c[k, s, u] + prior[s, u]):
-    each P_hat(s -> s') is a fraction of the transitions *from* state s."""
-    posterior = np.asarray(counts, dtype=float) + np.asarray(prior, dtype=float)
-    return posterior / posterior.sum(axis=-1, keepdims=True)
-
-
-def lambda_hat(p_hat: np.ndarray) -> np.ndarray:
-    """Second eigenvalue of each 2x2 stochastic matrix (Sec. IV-B, Appendix F3):
-    lambda_hat_k = P_hat_k(1 -> 1) + P_hat_k(0 -> 0) - 1 (trace minus the eigenvalue 1)."""
-    return p_hat[..., 1, 1] + p_hat[..., 0, 0] - 1.0
-
-
-# --------------------------------------------------------------------- tracker
-@dataclass(frozen=True, eq=False)
-class AvailabilityTracker:
-    """What the server has seen of each client's availability after ``rounds`` rounds:
-    active counts, transition counts and the last round's active flags. One value,
-    replaced every round by :meth:`observe` (easy to checkpoint)."""
-
-    rounds: int
-    active_counts: np.ndarray  # (N,) rounds in which each client was active
-    transitions: np.ndarray  # (N, 2, 2) counts c[k, s, s'] of s -> s'
-    last: np.ndarray | None  # (N,) bool, the last observed round
-
-    @classmethod
-    def start(cls, num_clients: int) -> AvailabilityTracker:
-        """Nothing observed yet."""
-        return cls(
-            0, np.zeros(num_clients, np.int64), np.zeros((num_clients, 2, 2), np.int64), None
-        )
-
-    def observe(self, active: np.ndarray) -> AvailabilityTracker:
-        """The tracker after one more round with active flags ``active`` ((N,) bool)."""
-        active = np.asarray(active, dtype=bool)
-        seen = active[None] if self.last is None else np.stack([self.last, active])
-        return AvailabilityTracker(
-            self.rounds + 1,
-            self.active_counts + active,
-            self.transitions + transition_counts(seen),
-            active.copy(),
-        )
-
-    def estimates(
-        self, pi_prior: tuple[ArrayLike, ArrayLike] = (1.0, 1.0), transition_prior: ArrayLike = 1.0
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """(pi_hat, lambda_hat) of every client; priors as in :func:`pi_hat`
-        (n_k, m_k) and :func:`transition_matrix_hat` (default: uniform Beta(1, 1))."""
-        pi = pi_hat(self.active_counts, self.rounds, *pi_prior)
-        return pi, lambda_hat(transition_matrix_hat(self.transitions, transition_prior))
-
-
-# --------------------------------------------------------- loss estimates (IV-B)
-def filter_losses(
-    f_hat: np.ndarray, active: np.ndarray, losses: np.ndarray, beta: float
-) -> np.ndarray:
-    """Eq. 17: F_hat^(t) = (1 - beta 1_A) * F_hat^(t-1) + beta 1_A * F^(t); ``losses``
-    is read at the active entries only. beta = 1 keeps the last report. The paper's
-    experiments state beta = 0, which read literally would freeze F_hat; the authors'
-    code weighs the *past* by that parameter, so their setting is beta = 1 here."""
-    return np.where(active, (1.0 - beta) * f_hat + beta * losses, f_hat)
-
-
-@dataclass(frozen=True, eq=False)
-class LossEstimates:
-    """The server's F_hat^(t) (eq. 17) and its estimate F_hat* of each client's minimum
-    loss F_k*; one value, replaced every round by :meth:`observe`.
-
-    F_hat* is either the paper's running minimum F_hat*_k = min_{0 <= s <= t} F_hat_k^(s)
-    (Sec. IV-B; ``floors=None``), or each client's own minimum local loss as it reports
-    it (``floors``: the authors' code computes F_k* by fitting each client's local model).
-    The running minimum is biased, and the bias depends on availability: a client that
-    reports often takes the minimum of many noisy one-batch losses, so F_hat - F_hat* is
-    the noise above that minimum (> 0), while a client that reports rarely sees the loss
-    only fall between its reports (the model improves), so its gap stays near 0. Eq. 18
-    then ranks the *more* available clients as the ones slowing convergence.
-
-    Clients that have not reported yet hold the means of the first round's reports, as
-    F_hat (Alg. 1 line 1, as in the authors' code) and, with ``floors``, as F_hat* too.
-    (With F_hat* = F_hat their gap would be 0, and ``get`` would keep them and exclude
-    the clients that have reported; the running minimum has that flaw.)
-    """
-
-    f_hat: np.ndarray
-    f_star: np.ndarray
-
-    @classmethod
-    def start(
-        cls, active: np.ndarray, losses: np.ndarray, floors: np.ndarray | None = None
-    ) -> LossEstimates:
-        """Alg. 1 line 1 and the first reports: the active clients' losses (and floors),
-        and for the others the means of those (they have reported nothing yet)."""
-        f_hat = np.where(active, losses, np.mean(losses[active]))
-        if floors is None:
-            return cls(f_hat, f_hat.copy())
-        return cls(f_hat, np.where(active, floors, np.mean(floors[active])))
-
-    def observe(
-        self,
-        active: np.ndarray,
-        losses: np.ndarray,
-        beta: float,
-        floors: np.ndarray | None = None,
-    ) -> LossEstimates:
-        """One more round: eq. 17 on the active clients' ``losses``; F_hat* from
-        their ``floors`` if given (read at the active entries), else the running min."""
-        f_hat = filter_losses(self.f_hat, active, losses, beta)
-        if floors is None:
-            return LossEstimates(f_hat, np.minimum(self.f_star, f_hat))
-        return LossEstimates(f_hat, np.where(active, floors, self.f_star))
-
-    @property
-    def gap(self) -> np.ndarray:
-        """F_hat_k - F_hat*_k (>= 0 for the running minimum)."""
-        return self.f_hat - self.f_star
 
 
 # ----------------------------------------------------- weights (eq. 18-20, Alg. 1)
@@ -297,8 +179,21 @@ def server_step(
     return out
 
 
-# ------------------------------------------------------------------- strategies
-class AvailabilityAwareStrategy(FlowerFedAvg):
+# ------------------------------------------------------------------------ cores
+@dataclass(frozen=True, eq=False)
+class AvailabilityState:
+    """CA-Fed's server state: the model theta the round's clients receive, what it has
+    seen of availability, its loss estimates (CA-Fed only; ``None`` before the first
+    reports) and the last aggregation's weights q over all clients."""
+
+    theta: Arrays
+    tracker: AvailabilityTracker
+    q: np.ndarray
+    losses: LossEstimates | None = None
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class AvailabilityAwareCore(Core[AvailabilityState]):
     """Base of CA-Fed and its baselines (Sec. V-A c): every active client the oracle
     relays trains from the global theta; the server weighs their updates with q^(t)
     from :meth:`weights` and takes the step of eq. 3 with the server learning rate
@@ -306,93 +201,184 @@ class AvailabilityAwareStrategy(FlowerFedAvg):
 
     ``alpha``: the target importance of each client (eq. 1; sums to 1, e.g. proportional
     to data sizes). The server always tracks availability (:class:`AvailabilityTracker`;
-    the active set A_t is who returned an update, and a round in which nobody was
-    relayed, which Flower skips, is observed as all inactive when the next one comes).
+    the active set A_t is who returned an update, and rounds in which nobody was relayed,
+    which Flower skips, are observed as all inactive when the next one comes).
     :meth:`availability` gives its estimates, or the oracle's true ``known_pi`` /
     ``known_lam`` when the scenario runs oracle-informed.
     """
 
-    def __init__(
-        self,
-        *,
-        initial_theta: NDArrays,
-        alpha: ArrayLike,
-        server_lr: float = 1.0,
-        known_pi: ArrayLike | None = None,
-        known_lam: ArrayLike | None = None,
-        **fedavg_kwargs,
-    ) -> None:
-        alpha = np.asarray(alpha, dtype=float)
+    alpha: np.ndarray
+    server_lr: float = 1.0
+    known_pi: np.ndarray | None = None
+    known_lam: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        alpha = np.asarray(self.alpha, dtype=float)
         if np.any(alpha <= 0) or abs(alpha.sum() - 1.0) > 1e-9:
             raise ValueError("alpha (target importance): must be > 0 and sum to 1")
-        if server_lr <= 0:
-            raise ValueError(f"algorithm.params.server_lr: {server_lr} must be > 0")
-        if known_pi is not None and not np.all(np.asarray(known_pi) > 0):
+        if self.server_lr <= 0:
+            raise ValueError(f"algorithm.params.server_lr: {self.server_lr} must be > 0")
+        if self.known_pi is not None and not np.all(np.asarray(self.known_pi) > 0):
             raise ValueError("oracle-informed pi: every client needs pi_k > 0 (q = alpha / pi)")
-        super().__init__(initial_parameters=ndarrays_to_parameters(initial_theta), **fedavg_kwargs)
-        self.alpha, self.server_lr = alpha, server_lr
-        self.known_pi = None if known_pi is None else np.asarray(known_pi, dtype=float)
-        self.known_lam = None if known_lam is None else np.asarray(known_lam, dtype=float)
-        self.tracker = AvailabilityTracker.start(alpha.size)
-        self.theta = list(initial_theta)  # the global model the round's clients receive
-        self.q = np.zeros(alpha.size)  # the last round's weights (diagnostics)
+        object.__setattr__(self, "alpha", alpha)
+        for name in ("known_pi", "known_lam"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, np.asarray(value, dtype=float))
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(server_lr={self.server_lr})"
+    def init(self, initial_arrays: Sequence[np.ndarray]) -> AvailabilityState:
+        n = self.alpha.size
+        return AvailabilityState(list(initial_arrays), AvailabilityTracker.start(n), np.zeros(n))
 
-    def availability(self) -> tuple[np.ndarray, np.ndarray]:
+    def arrays(self, state: AvailabilityState) -> Arrays:
+        return state.theta
+
+    def availability(self, state: AvailabilityState) -> tuple[np.ndarray, np.ndarray]:
         """(pi, lambda) of every client: the oracle's if known, else the estimates."""
-        pi, lam = self.tracker.estimates()
+        pi, lam = state.tracker.estimates()
         return (
             pi if self.known_pi is None else self.known_pi,
             lam if self.known_lam is None else self.known_lam,
         )
 
-    @abstractmethod
     def weights(
-        self, active: np.ndarray, reports: dict[int, Metrics]
-    ) -> tuple[np.ndarray, dict[str, Scalar]]:
-        """q^(t) over all clients (only active ones with q_k > 0 take part) and
-        diagnostics, once the tracker has observed ``active``; ``reports``: each active
-        client's fit metrics by partition id."""
+        self, state: AvailabilityState, active: np.ndarray, replies: dict[int, ClientReply]
+    ) -> tuple[np.ndarray, dict[str, Any], AvailabilityState]:
+        """q^(t) over all clients (only active ones with q_k > 0 take part), diagnostics
+        and the state with what the weights learnt; ``state``'s tracker has observed
+        ``active``; ``replies``: each active client's reply by partition id."""
+        raise NotImplementedError
+
+    def aggregate(
+        self,
+        state: AvailabilityState,
+        server_round: int,
+        replies: Sequence[ClientReply],
+        elapsed: int,
+    ) -> Outcome[AvailabilityState]:
+        n = self.alpha.size
+        tracker = state.tracker
+        for _ in range(elapsed - 1):  # rounds with nobody relayed
+            tracker = tracker.observe(np.zeros(n, bool))
+        by_id = {r.partition_id: r for r in replies}
+        ids = sorted(by_id)
+        active = np.zeros(n, bool)
+        active[ids] = True
+        state = replace(state, tracker=tracker.observe(active))
+        if not ids:
+            return Outcome(state, {}, aggregated=False)
+        q, diagnostics, state = self.weights(state, active, {k: by_id[k] for k in ids})
+        taking_part = [k for k in ids if q[k] > 0]
+        updates = [by_id[k].arrays() for k in taking_part]
+        theta = server_step(state.theta, updates, q[taking_part], self.server_lr)
+        return Outcome(
+            replace(state, theta=theta, q=q),
+            {"participants": len(taking_part), **diagnostics},
+        )
+
+    def diagnostics(self, state: AvailabilityState) -> dict[str, Any]:
+        """``q``: the last aggregation's weights; ``availability``: the tracker's
+        (pi_hat, lambda_hat) (it tracks in both modes), ``None`` before round 1."""
+        tracked = state.tracker.estimates() if state.tracker.rounds else None
+        return {"q": state.q, "availability": tracked}
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class CAFedCore(AvailabilityAwareCore):
+    """CA-Fed (Alg. 1): q^(t) from the loss estimates and the availability by
+    :func:`ca_fed_weights`. ``kappa2`` (kappa_bar^2, Sec. IV-C), ``beta`` (eq. 17), ``tau``
+    (line 19), ``loss_floor``: how F_hat* is estimated (:class:`LossEstimates`):
+    ``running-min`` (the paper's text, Sec. IV-B) or ``local-optimum`` (each client
+    reports its minimum local loss F_k* once, as the authors' code computes it; the fit
+    config then carries ``report-local-optimum``). Diagnostics per round: ``eps-hat``
+    (eq. 20 at the chosen q), ``gamma-hat`` (eq. 19) and ``excluded`` (clients with
+    q_k = 0)."""
+
+    kappa2: float = 1.0
+    beta: float = 1.0
+    tau: float = 0.0
+    loss_floor: str = "running-min"
+
+    def __post_init__(self) -> None:
+        if self.kappa2 < 0:
+            raise ValueError(f"algorithm.params.kappa2: {self.kappa2} must be >= 0")
+        if not 0.0 < self.beta <= 1.0:
+            raise ValueError(f"algorithm.params.beta: {self.beta} is outside (0, 1]")
+        if self.tau < 0:
+            raise ValueError(f"algorithm.params.tau: {self.tau} must be >= 0")
+        if self.loss_floor not in LOSS_FLOORS:
+            raise ValueError(
+                f"algorithm.params.loss_floor: {self.loss_floor!r} is not one of {LOSS_FLOORS}"
+            )
+        super().__post_init__()
+
+    def fit_config(self, state: AvailabilityState, server_round: int) -> dict[str, Any]:
+        return {REPORT_LOCAL_OPTIMUM: True} if self.loss_floor == "local-optimum" else {}
+
+    def weights(self, state, active, replies):
+        keys = [RECEIVED_LOSS] + ([LOCAL_OPTIMUM] if self.loss_floor == "local-optimum" else [])
+        reported = {key: np.full(active.size, np.nan) for key in keys}
+        for k, reply in replies.items():
+            for key in keys:
+                if key not in reply.metrics:
+                    raise ValueError(
+                        f"client {k} sent no '{key}' fit metric: CA-Fed needs the loss at "
+                        "the received model (and with loss_floor: local-optimum, its "
+                        "minimum local loss); use CAFedClient"
+                    )
+                reported[key][k] = float(reply.metrics[key])
+        losses, floors = reported[RECEIVED_LOSS], reported.get(LOCAL_OPTIMUM)
+        estimates = (
+            LossEstimates.start(active, losses, floors)
+            if state.losses is None
+            else state.losses.observe(active, losses, self.beta, floors)
+        )
+        pi, lam = self.availability(state)
+        gap = estimates.gap
+        q = ca_fed_weights(self.alpha, pi, lam, gap, self.kappa2, self.tau)
+        diagnostics = {
+            "eps-hat": estimated_error(q, self.alpha, gap, pi, self.kappa2),
+            "gamma-hat": float(gap.max()),
+            "excluded": int(np.count_nonzero(q == 0)),
+        }
+        return q, diagnostics, replace(state, losses=estimates)
+
+
+# --------------------------------------------------------------- Flower adapters
+class AvailabilityAwareStrategy(CoreStrategy):
+    """The Flower adapter of an :class:`AvailabilityAwareCore`: the model theta the
+    core steps from is the one each round broadcasts. Keyword-only: ``initial_arrays``,
+    the core's parameters (``alpha``, ``server_lr``, ``known_pi``, ``known_lam``, ...),
+    then Flower FedAvg's."""
+
+    core_type: type[AvailabilityAwareCore]
+    core_params: tuple[str, ...] = ()  # the subclass core's own keyword arguments
+
+    def __init__(
+        self,
+        *,
+        initial_arrays: NDArrays,
+        alpha: ArrayLike,
+        server_lr: float = 1.0,
+        known_pi: ArrayLike | None = None,
+        known_lam: ArrayLike | None = None,
+        **kwargs: Any,
+    ) -> None:
+        own = {k: kwargs.pop(k) for k in self.core_params if k in kwargs}
+        core = self.core_type(
+            alpha=alpha, server_lr=server_lr, known_pi=known_pi, known_lam=known_lam, **own
+        )
+        super().__init__(core, initial_arrays=initial_arrays, **kwargs)
 
     def configure_fit(
         self, server_round: int, parameters: Parameters, client_manager: ClientManager
     ) -> list[tuple[ClientProxy, FitIns]]:
-        self.theta = parameters_to_ndarrays(parameters)
+        self.state = replace(self.state, theta=parameters_to_ndarrays(parameters))
         return super().configure_fit(server_round, parameters, client_manager)
-
-    def aggregate_fit(
-        self,
-        server_round: int,
-        results: list[tuple[ClientProxy, FitRes]],
-        failures: list[tuple[ClientProxy, FitRes] | BaseException],
-    ) -> tuple[Parameters | None, dict[str, Scalar]]:
-        n = self.alpha.size
-        while self.tracker.rounds < server_round - 1:  # rounds with nobody relayed
-            self.tracker = self.tracker.observe(np.zeros(n, bool))
-        by_id = {int(res.metrics[PARTITION_ID]): res for _, res in results}
-        ids = sorted(by_id)
-        active = np.zeros(n, bool)
-        active[ids] = True
-        self.tracker = self.tracker.observe(active)
-        if not ids or (failures and not self.accept_failures):
-            return None, {}
-        self.q, diagnostics = self.weights(active, {k: by_id[k].metrics for k in ids})
-        taking_part = [k for k in ids if self.q[k] > 0]
-        updates = [parameters_to_ndarrays(by_id[k].parameters) for k in taking_part]
-        theta = server_step(self.theta, updates, self.q[taking_part], self.server_lr)
-        metrics: dict[str, Scalar] = {}
-        if self.fit_metrics_aggregation_fn is not None:
-            metrics = self.fit_metrics_aggregation_fn(
-                [(by_id[k].num_examples, by_id[k].metrics) for k in ids]
-            )
-        metrics.update({"participants": len(taking_part), **diagnostics})
-        return ndarrays_to_parameters(theta), metrics
 
 
 class CAFed(AvailabilityAwareStrategy):
-    """CA-Fed (Alg. 1) as a Flower Strategy.
+    """CA-Fed (Alg. 1) as a Flower Strategy over :class:`CAFedCore`.
 
     How it fits Flower's legacy round (configure_fit -> fit -> aggregate_fit): the
     paper's server first receives A_t and the losses F_k^(t) (line 3), chooses q^(t)
@@ -400,84 +386,12 @@ class CAFed(AvailabilityAwareStrategy):
     every active client trains in the same round and reports F_k^(t) beside its update:
     the loss of its first local mini-batch B_{t,0}, computed at the received model
     before the first SGD step (``received-loss`` fit metric of
-    :class:`~fedram_flwr.clients.CAFedClient`). ``aggregate_fit`` then updates F_hat,
+    :class:`~fedram_flwr.clients.CAFedClient`). The aggregation then updates F_hat,
     F_hat*, Gamma_hat', pi_hat, lambda_hat, computes q^(t) exactly as Alg. 1 does and
     aggregates the participants (line 12, eq. 3). The cost: no extra round trip and no
     extra computation for the loss, but the active clients CA-Fed excludes train and
     upload an update that is then discarded (the same bytes and work as FedAvg's round).
-
-    Hyper-parameters: ``kappa2`` (kappa_bar^2, Sec. IV-C), ``beta`` (eq. 17), ``tau``
-    (line 19), ``loss_floor``: how F_hat* is estimated (:class:`LossEstimates`):
-    ``running-min`` (the paper's text, Sec. IV-B) or ``local-optimum`` (each client
-    reports its minimum local loss F_k* once, as the authors' code computes it; the
-    fit config then carries ``report-local-optimum``). Diagnostics per round:
-    ``eps-hat`` (eq. 20 at the chosen q), ``gamma-hat`` (eq. 19) and ``excluded``
-    (clients with q_k = 0).
     """
 
-    def __init__(
-        self,
-        *,
-        kappa2: float = 1.0,
-        beta: float = 1.0,
-        tau: float = 0.0,
-        loss_floor: str = "running-min",
-        **kwargs,
-    ):
-        if kappa2 < 0:
-            raise ValueError(f"algorithm.params.kappa2: {kappa2} must be >= 0")
-        if not 0.0 < beta <= 1.0:
-            raise ValueError(f"algorithm.params.beta: {beta} is outside (0, 1]")
-        if tau < 0:
-            raise ValueError(f"algorithm.params.tau: {tau} must be >= 0")
-        if loss_floor not in LOSS_FLOORS:
-            raise ValueError(
-                f"algorithm.params.loss_floor: {loss_floor!r} is not one of {LOSS_FLOORS}"
-            )
-        super().__init__(**kwargs)
-        self.kappa2, self.beta, self.tau, self.loss_floor = kappa2, beta, tau, loss_floor
-        self.losses: LossEstimates | None = None
-
-    def __repr__(self) -> str:
-        return (
-            f"CAFed(kappa2={self.kappa2}, beta={self.beta}, tau={self.tau}, "
-            f"loss_floor={self.loss_floor})"
-        )
-
-    def configure_fit(
-        self, server_round: int, parameters: Parameters, client_manager: ClientManager
-    ) -> list[tuple[ClientProxy, FitIns]]:
-        pairs = super().configure_fit(server_round, parameters, client_manager)
-        if self.loss_floor == "local-optimum":
-            for _, ins in pairs:
-                ins.config[REPORT_LOCAL_OPTIMUM] = True
-        return pairs
-
-    def weights(
-        self, active: np.ndarray, reports: dict[int, Metrics]
-    ) -> tuple[np.ndarray, dict[str, Scalar]]:
-        keys = [RECEIVED_LOSS] + ([LOCAL_OPTIMUM] if self.loss_floor == "local-optimum" else [])
-        reported = {key: np.full(active.size, np.nan) for key in keys}
-        for k, metrics in reports.items():
-            for key in keys:
-                if key not in metrics:
-                    raise ValueError(
-                        f"client {k} sent no '{key}' fit metric: CA-Fed needs the loss at "
-                        "the received model (and with loss_floor: local-optimum, its "
-                        "minimum local loss); use CAFedClient"
-                    )
-                reported[key][k] = float(metrics[key])
-        losses, floors = reported[RECEIVED_LOSS], reported.get(LOCAL_OPTIMUM)
-        self.losses = (
-            LossEstimates.start(active, losses, floors)
-            if self.losses is None
-            else self.losses.observe(active, losses, self.beta, floors)
-        )
-        pi, lam = self.availability()
-        gap = self.losses.gap
-        q = ca_fed_weights(self.alpha, pi, lam, gap, self.kappa2, self.tau)
-        return q, {
-            "eps-hat": estimated_error(q, self.alpha, gap, pi, self.kappa2),
-            "gamma-hat": float(gap.max()),
-            "excluded": int(np.count_nonzero(q == 0)),
-        }
+    core_type = CAFedCore
+    core_params = ("kappa2", "beta", "tau", "loss_floor")

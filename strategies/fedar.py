@@ -26,10 +26,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from fedram_flwr.strategies.stale_updates import MemoryStrategy
+from fedram_flwr.strategies.stale_updates import MemoryCore
+from fedram_flwr.strategies.vector import VectorStrategy
 
 PSI_MAX = 2.0  # Sec. 4: psi_max = 2 guarantees convergence
 
@@ -61,23 +64,33 @@ def fedar_direction(
     return (weights @ updates) / n_t if n_t else None, n_t
 
 
-class FedAR(MemoryStrategy):
-    """FedAR (Alg. 1) as a Flower Strategy; clients run plain local SGD (ERMClient)
-    with the step size eta_t the strategy sends, and return their model.
+@dataclass(frozen=True, eq=False, kw_only=True)
+class FedARCore(MemoryCore):
+    """FedAR (Alg. 1): the memory weighed by eq. (6) with the cut-off ``g`` (the round t
+    -> g(t), ``g_convex`` or ``g_nonconvex`` with their constants bound). Diagnostics add
+    N_t (``contributing``) and g(t)."""
 
-    ``g`` maps the round t to the staleness cut-off g(t) (``g_convex`` or
-    ``g_nonconvex`` with their constants bound). The round's metrics add N_t
-    (``contributing``) and g(t).
-    """
+    rho: float
+    g: Callable[[int], float]
 
-    def __init__(self, *, rho: float, g: Callable[[int], float], **kwargs) -> None:
-        if not 0.0 <= rho <= 1.0:
-            raise ValueError(f"algorithm.params.rho: {rho} is outside [0, 1]")
-        super().__init__(**kwargs)
-        self.rho, self.g = rho, g
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.rho <= 1.0:
+            raise ValueError(f"algorithm.params.rho: {self.rho} is outside [0, 1]")
+        super().__post_init__()
 
-    def direction(self, server_round, active, total_before):
+    def direction(self, server_round, memory, active, total_before):
         g_t = self.g(server_round)
-        psi = fedar_weights(self.memory.tau, g_t, self.rho)
-        v, n_t = fedar_direction(self.memory.updates, psi, self.memory.seen)
+        psi = fedar_weights(memory.tau, g_t, self.rho)
+        v, n_t = fedar_direction(memory.updates, psi, memory.seen)
         return v, {"contributing": n_t, "g": g_t}
+
+
+class FedAR(VectorStrategy):
+    """FedAR (Alg. 1) as a Flower Strategy over :class:`FedARCore`; clients run plain
+    local SGD (ERMClient) with the step size eta_t the strategy sends, and return their
+    model."""
+
+    core_type = FedARCore
+
+    def __init__(self, *, rho: float, g: Callable[[int], float], **kwargs: Any) -> None:
+        super().__init__(core_kwargs={"rho": rho, "g": g}, **kwargs)

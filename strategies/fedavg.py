@@ -1,37 +1,93 @@
-"""FedAvg (McMahan et al., AISTATS 2017), Flower's implementation made reproducible."""
+"""FedAvg (McMahan et al., AISTATS 2017), Flower's arithmetic made reproducible.
+
+The core (:class:`FedAvgCore`) averages the returned models weighted by the clients'
+example counts, in partition-id order, with Flower's own float operations
+(:func:`weighted_mean_inplace` is ``flwr.server.strategy.aggregate.aggregate_inplace``
+op for op, :func:`weighted_average` is its ``aggregate``), so the aggregate is bitwise
+the same in every engine when m > 1. Fed-CVaR-Avg's core extends it.
+"""
 
 from __future__ import annotations
 
-from flwr.common import FitRes, Parameters, Scalar
-from flwr.server.client_proxy import ClientProxy
-from flwr.server.strategy import FedAvg as FlowerFedAvg
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import reduce
+from typing import Any
 
-from fedram_flwr.protocol import PARTITION_ID
+import numpy as np
 
+from fedram_flwr.protocol import Arrays, ClientReply
+from fedram_flwr.strategies.base import CoreStrategy, client_id, in_partition_order
+from fedram_flwr.strategies.core import Core, Outcome
 
-def client_id(res: FitRes) -> int:
-    """The partition id a client reports in its fit metrics."""
-    return int(res.metrics[PARTITION_ID])
-
-
-def in_partition_order(results: list[tuple[ClientProxy, FitRes]]) -> list[FitRes]:
-    """The results' ``FitRes`` by the clients' partition ids: sums over them are the same
-    in every engine, whatever order the replies arrived in."""
-    return sorted((res for _, res in results), key=client_id)
+__all__ = ["FedAvg", "FedAvgCore", "ModelState", "client_id", "in_partition_order"]
 
 
-class FedAvg(FlowerFedAvg):
-    """Flower's ``FedAvg`` with results aggregated in partition-id order.
+# ------------------------------------------------------------------ pure functions
+def _inplace(x: np.ndarray, y: Any, op: np.ufunc) -> np.ndarray:
+    """``op(x, y)`` into ``x``, casting y to x's dtype when numpy would not (Flower's)."""
+    if np.can_cast(y, x.dtype, casting="same_kind"):
+        return op(x, y, out=x)
+    return op(x, np.array(y, x.dtype), out=x)
 
-    Flower's server loop collects results in completion order; summing floats in a
-    fixed order makes the aggregate bitwise reproducible across engines when m > 1.
-    """
 
-    def aggregate_fit(
-        self,
-        server_round: int,
-        results: list[tuple[ClientProxy, FitRes]],
-        failures: list[tuple[ClientProxy, FitRes] | BaseException],
-    ) -> tuple[Parameters | None, dict[str, Scalar]]:
-        ordered = sorted(results, key=lambda r: int(r[1].metrics.get(PARTITION_ID, -1)))
-        return super().aggregate_fit(server_round, ordered, failures)
+def weighted_mean_inplace(models: Sequence[Arrays], num_examples: Sequence[int]) -> Arrays:
+    """sum_k (n_k / n) w_k, each model scaled in place, summed in the given order
+    (Flower's ``aggregate_inplace``). ``models`` are overwritten."""
+    total = sum(num_examples)
+    scaling = np.asarray([n / total for n in num_examples])
+    params = [_inplace(x, scaling[0], np.multiply) for x in models[0]]
+    for i, model in enumerate(models[1:], start=1):
+        scaled = (_inplace(x, scaling[i], np.multiply) for x in model)
+        params = [
+            reduce(lambda a, b: _inplace(a, b, np.add), layers)
+            for layers in zip(params, scaled, strict=True)
+        ]
+    return params
+
+
+def weighted_average(results: Sequence[tuple[Arrays, float]]) -> Arrays:
+    """sum_k c_k w_k / sum_k c_k (Flower's ``aggregate``, op for op)."""
+    total = sum(c for _, c in results)
+    weighted = [[layer * c for layer in arrays] for arrays, c in results]
+    return [reduce(np.add, layers) / total for layers in zip(*weighted, strict=True)]
+
+
+# ------------------------------------------------------------------------ core
+@dataclass(frozen=True)
+class ModelState:
+    """The global model's arrays (as broadcast)."""
+
+    arrays: Arrays
+
+
+@dataclass(frozen=True)
+class FedAvgCore(Core[ModelState]):
+    """FedAvg: the example-weighted mean of the returned models; no reply, no step."""
+
+    def init(self, initial_arrays: Sequence[np.ndarray]) -> ModelState:
+        return ModelState(list(initial_arrays))
+
+    def arrays(self, state: ModelState) -> Arrays:
+        return state.arrays
+
+    def aggregate(
+        self, state: ModelState, server_round: int, replies: Sequence[ClientReply], elapsed: int
+    ) -> Outcome[ModelState]:
+        if not replies:
+            return Outcome(state, {}, aggregated=False)
+        mean = weighted_mean_inplace(
+            [r.arrays() for r in replies], [r.num_examples for r in replies]
+        )
+        return Outcome(ModelState(mean))
+
+
+# ---------------------------------------------------------------- Flower adapter
+class FedAvg(CoreStrategy):
+    """Flower's ``FedAvg`` with results aggregated in partition-id order (clients that
+    report no partition id, e.g. a stock Flower app's, are summed first)."""
+
+    needs_partition_id = False
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(FedAvgCore(), **kwargs)

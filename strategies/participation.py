@@ -12,7 +12,7 @@ and they differ in omega_i:
 - FedAvg-IS: omega_i = 1 / p_i, the inverse of client i's availability probability
   (Horvitz-Thompson: unbiased for the mean over all N clients). p_i is either the
   oracle's true value (oracle-informed, as FedAR's paper runs it) or, by default, CA-Fed's
-  online estimate (Sec. IV-B, :func:`~fedram_flwr.strategies.ca_fed.pi_hat` with a
+  online estimate (Sec. IV-B, :func:`~fedram_flwr.strategies.availability_estimates.pi_hat` with a
   Beta(1, 1) prior): p_hat_i = (rounds in which i was available up to t + 1) / (t + 2);
 - FedAU: S. Wang, M. Ji, "A Lightweight Method for Tackling Unknown Participation
   Statistics in Federated Averaging", ICLR 2024 (arXiv:2306.03401), Algorithm 1 with
@@ -28,16 +28,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
-from flwr.common import FitIns, FitRes, Parameters, Scalar
+from flwr.common import FitIns, Parameters
 from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 
+from fedram_flwr.protocol import Arrays, ClientReply
 from fedram_flwr.rng import stream
-from fedram_flwr.strategies.ca_fed import pi_hat
-from fedram_flwr.strategies.fedavg import client_id
-from fedram_flwr.strategies.vector import VectorStrategy
+from fedram_flwr.strategies.availability_estimates import pi_hat
+from fedram_flwr.strategies.core import Outcome
+from fedram_flwr.strategies.vector import VectorCore, VectorStrategy, client_models
 
 
 # ------------------------------------------------------------------ pure functions
@@ -88,90 +90,169 @@ def fedau_update(state: FedAUState, participated: np.ndarray, cutoff: int) -> Fe
     )
 
 
-class ReweightedFedAvg(VectorStrategy):
-    """Steps by :func:`reweighted_step` with the omega_i of :meth:`weights`."""
-
-    def weights(self, server_round: int, active: list[int], elapsed: int) -> np.ndarray:
-        raise NotImplementedError
-
-    def step(self, server_round: int, results: list[FitRes], elapsed: int) -> dict[str, Scalar]:
-        active = [client_id(r) for r in results]
-        omega = self.weights(server_round, active, elapsed)
-        if active:
-            models = (model for _, model in self.client_models(results))
-            self.w[:] = reweighted_step(self.w, models, omega, self.num_clients)
-        return {
-            "lr": self.eta(server_round),
-            "mean-weight": float(np.mean(omega)) if active else 0.0,
-        }
-
-
-class FedAvgIS(ReweightedFedAvg):
-    """FedAvg-IS: omega_i = 1 / p_i with the oracle's ``known_p`` (oracle-informed) or,
-    when it is ``None``, the estimate p_hat_i of round t, which counts round t itself
-    (as CA-Fed's server does; rounds in which nobody was available count as rounds)."""
-
-    def __init__(self, *, known_p: Sequence[float] | None = None, **kwargs) -> None:
-        super().__init__(**kwargs)
-        if known_p is not None:
-            p = np.asarray(known_p, dtype=float)
-            if p.shape != (self.num_clients,) or np.any(p <= 0) or np.any(p > 1):
-                raise ValueError(
-                    f"oracle-informed p: need {self.num_clients} probabilities in (0, 1]"
-                )
-        self.known_p = None if known_p is None else p
-        self.active_counts = np.zeros(self.num_clients, dtype=np.int64)
-
-    def weights(self, server_round, active, elapsed):
-        self.active_counts[active] += 1
-        if self.known_p is not None:
-            return 1.0 / self.known_p[active]
-        return 1.0 / pi_hat(self.active_counts, server_round, 1.0, 1.0)[active]
-
-
-class FedAvgSampled(ReweightedFedAvg):
-    """FedAvg(S): the mean model of at most ``max_clients`` available clients."""
-
-    def __init__(self, *, max_clients: int, seed: int, **kwargs) -> None:
-        super().__init__(**kwargs)
-        if max_clients < 1:
-            raise ValueError(f"algorithm.params.max_clients: {max_clients} must be >= 1")
-        self.max_clients, self.seed = max_clients, seed
-
-    def configure_fit(
-        self, server_round: int, parameters: Parameters, client_manager: ClientManager
-    ) -> list[tuple[ClientProxy, FitIns]]:
-        """Keeps a seeded subset of the oracle's clients (which come in partition order)."""
-        pairs = super().configure_fit(server_round, parameters, client_manager)
-        return [pairs[k] for k in subsample(len(pairs), self.max_clients, self.seed, server_round)]
-
-    def weights(self, server_round, active, elapsed):
-        return np.full(len(active), self.num_clients / max(len(active), 1))
-
-
 def fedau_weights(state: FedAUState) -> np.ndarray:
     """FedAU's omega_i: the mean observed interval, 1 before any was observed."""
     return np.where(state.count > 0, state.omega, 1.0)
 
 
-class FedAU(ReweightedFedAvg):
+# ------------------------------------------------------------------------ cores
+@dataclass(frozen=True)
+class ReweightedState:
+    """w_t (float32 vector) and the rule's own estimator state (``None`` for FedAvg(S),
+    the availability counts for FedAvg-IS, :class:`FedAUState` for FedAU)."""
+
+    w: np.ndarray
+    estimator: Any = None
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class ReweightedCore(VectorCore[ReweightedState]):
+    """Steps by :func:`reweighted_step` with the omega_i of :meth:`weights`."""
+
+    def init(self, initial_arrays: Sequence[np.ndarray]) -> ReweightedState:
+        return ReweightedState(self.vector(initial_arrays), self.init_estimator())
+
+    def init_estimator(self) -> Any:
+        return None
+
+    def arrays(self, state: ReweightedState) -> Arrays:
+        return self.unflatten(state.w)
+
+    def weights(
+        self, estimator: Any, server_round: int, active: list[int], elapsed: int
+    ) -> tuple[np.ndarray, Any]:
+        """omega_i of the active clients and the estimator after round t."""
+        raise NotImplementedError
+
+    def aggregate(
+        self,
+        state: ReweightedState,
+        server_round: int,
+        replies: Sequence[ClientReply],
+        elapsed: int,
+    ) -> Outcome[ReweightedState]:
+        active = [r.partition_id for r in replies]
+        omega, estimator = self.weights(state.estimator, server_round, active, elapsed)
+        w = state.w
+        if active:
+            models = (model for _, model in client_models(replies, w))
+            w = reweighted_step(w, models, omega, self.num_clients)
+        return Outcome(
+            ReweightedState(w, estimator),
+            {
+                "lr": self.eta(server_round),
+                "mean-weight": float(np.mean(omega)) if active else 0.0,
+            },
+        )
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class FedAvgISCore(ReweightedCore):
+    """FedAvg-IS: omega_i = 1 / p_i with the oracle's ``known_p`` (oracle-informed) or,
+    when it is ``None``, the estimate p_hat_i of round t, which counts round t itself
+    (as CA-Fed's server does; rounds in which nobody was available count as rounds).
+    The estimator state is each client's count of rounds available."""
+
+    known_p: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.known_p is not None:
+            p = np.asarray(self.known_p, dtype=float)
+            if p.shape != (self.num_clients,) or np.any(p <= 0) or np.any(p > 1):
+                raise ValueError(
+                    f"oracle-informed p: need {self.num_clients} probabilities in (0, 1]"
+                )
+            object.__setattr__(self, "known_p", p)
+
+    def init_estimator(self) -> np.ndarray:
+        return np.zeros(self.num_clients, dtype=np.int64)
+
+    def weights(self, estimator, server_round, active, elapsed):
+        counts = estimator.copy()
+        counts[active] += 1
+        if self.known_p is not None:
+            return 1.0 / self.known_p[active], counts
+        return 1.0 / pi_hat(counts, server_round, 1.0, 1.0)[active], counts
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class FedAvgSampledCore(ReweightedCore):
+    """FedAvg(S): the mean model of at most ``max_clients`` available clients, drawn by
+    :meth:`select` from (seed, round)."""
+
+    max_clients: int
+    seed: int
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.max_clients < 1:
+            raise ValueError(f"algorithm.params.max_clients: {self.max_clients} must be >= 1")
+
+    def select(self, num_available: int, server_round: int) -> np.ndarray:
+        """Positions of the available clients (in partition order) that train."""
+        return subsample(num_available, self.max_clients, self.seed, server_round)
+
+    def weights(self, estimator, server_round, active, elapsed):
+        return np.full(len(active), self.num_clients / max(len(active), 1)), estimator
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class FedAUCore(ReweightedCore):
     """FedAU: omega_i of :func:`fedau_weights` from the rounds before t, then
     :func:`fedau_update` with round t; skipped rounds (nobody available) count as
     rounds without participation. ``cutoff`` is the paper's K."""
 
-    def __init__(self, *, cutoff: int, **kwargs) -> None:
-        super().__init__(**kwargs)
-        if cutoff < 1:
-            raise ValueError(f"algorithm.params.cutoff: {cutoff} must be >= 1")
-        self.cutoff = cutoff
-        self.estimates = FedAUState.zeros(self.num_clients)
+    cutoff: int
 
-    def weights(self, server_round, active, elapsed):
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.cutoff < 1:
+            raise ValueError(f"algorithm.params.cutoff: {self.cutoff} must be >= 1")
+
+    def init_estimator(self) -> FedAUState:
+        return FedAUState.zeros(self.num_clients)
+
+    def weights(self, estimator, server_round, active, elapsed):
         none = np.zeros(self.num_clients, dtype=bool)
         for _ in range(elapsed - 1):
-            self.estimates = fedau_update(self.estimates, none, self.cutoff)
-        omega = fedau_weights(self.estimates)[active]
+            estimator = fedau_update(estimator, none, self.cutoff)
+        omega = fedau_weights(estimator)[active]
         participated = none.copy()
         participated[active] = True
-        self.estimates = fedau_update(self.estimates, participated, self.cutoff)
-        return omega
+        return omega, fedau_update(estimator, participated, self.cutoff)
+
+
+# --------------------------------------------------------------- Flower adapters
+class FedAvgIS(VectorStrategy):
+    """FedAvg-IS over :class:`FedAvgISCore` (``known_p``: the oracle's p_i, or None)."""
+
+    core_type = FedAvgISCore
+
+    def __init__(self, *, known_p: Sequence[float] | None = None, **kwargs: Any) -> None:
+        super().__init__(core_kwargs={"known_p": known_p}, **kwargs)
+
+
+class FedAvgSampled(VectorStrategy):
+    """FedAvg(S) over :class:`FedAvgSampledCore`."""
+
+    core_type = FedAvgSampledCore
+
+    def __init__(self, *, max_clients: int, seed: int, **kwargs: Any) -> None:
+        super().__init__(core_kwargs={"max_clients": max_clients, "seed": seed}, **kwargs)
+
+    def configure_fit(
+        self, server_round: int, parameters: Parameters, client_manager: ClientManager
+    ) -> list[tuple[ClientProxy, FitIns]]:
+        """Keeps the core's seeded subset of the oracle's clients (in partition order)."""
+        pairs = super().configure_fit(server_round, parameters, client_manager)
+        return [pairs[k] for k in self.core.select(len(pairs), server_round)]
+
+
+class FedAU(VectorStrategy):
+    """FedAU over :class:`FedAUCore`."""
+
+    core_type = FedAUCore
+
+    def __init__(self, *, cutoff: int, **kwargs: Any) -> None:
+        super().__init__(core_kwargs={"cutoff": cutoff}, **kwargs)

@@ -21,14 +21,15 @@ does.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
-from flwr.common import FitRes, Parameters, Scalar, ndarrays_to_parameters, parameters_to_ndarrays
-from flwr.server.client_proxy import ClientProxy
+from flwr.common import NDArrays, Scalar, ndarrays_to_parameters
 from flwr.server.strategy import QFedAvg
 from flwr.server.strategy.aggregate import aggregate_qffl
 
-from fedram_flwr.strategies.ca_fed import RECEIVED_LOSS
-from fedram_flwr.strategies.fedavg import in_partition_order
+from fedram_flwr.protocol import RECEIVED_LOSS, ClientReply
+from fedram_flwr.strategies.base import ReplyAggregation
 
 
 def qffl_terms(
@@ -42,38 +43,38 @@ def qffl_terms(
     return [f**q * g for g in grads], q * f ** (q - 1) * sq_norm + f**q / lr
 
 
-class QFFL(QFedAvg):
+class QFFL(ReplyAggregation, QFedAvg):
     """Flower's ``QFedAvg`` with each client's own loss (see the module docstring).
-    Constructor: QFedAvg's (``q_param``, ``qffl_learning_rate`` = the clients' step
-    size, FedAvg's keyword arguments). Clients return their trained model and report
-    ``partition-id`` and ``received-loss`` in the fit metrics; results are taken in
-    partition-id order so the sums are reproducible across engines."""
+    Constructor: ``initial_arrays`` (the initial model) and QFedAvg's (``q_param``,
+    ``qffl_learning_rate`` = the clients' step size, FedAvg's keyword arguments); the
+    failure guard, the partition-id order (sums reproducible across engines) and the
+    metrics are the shared ``ReplyAggregation``'s. Clients return their trained model
+    and report ``partition-id`` and ``received-loss`` in the fit metrics."""
 
-    def aggregate_fit(
-        self,
-        server_round: int,
-        results: list[tuple[ClientProxy, FitRes]],
-        failures: list[tuple[ClientProxy, FitRes] | BaseException],
-    ) -> tuple[Parameters | None, dict[str, Scalar]]:
-        if not results or (failures and not self.accept_failures):
+    def __init__(self, *, initial_arrays: NDArrays, **qfedavg_kwargs: Any) -> None:
+        super().__init__(
+            initial_parameters=ndarrays_to_parameters(initial_arrays), **qfedavg_kwargs
+        )
+
+    def aggregate_replies(
+        self, server_round: int, replies: list[ClientReply], elapsed: int
+    ) -> tuple[NDArrays | None, dict[str, Scalar]]:
+        if not replies:
             return None, {}
         if self.pre_weights is None:
             raise AttributeError("QFFL: pre_weights are None in aggregate_fit")
-        ordered = in_partition_order(results)
         terms = [
             qffl_terms(
                 self.pre_weights,
-                parameters_to_ndarrays(r.parameters),
-                float(r.metrics[RECEIVED_LOSS]),
+                r.arrays(),
+                r.metric(RECEIVED_LOSS),
                 self.q_param,
                 self.learning_rate,
             )
-            for r in ordered
+            for r in replies
         ]
-        new = aggregate_qffl(self.pre_weights, [d for d, _ in terms], [h for _, h in terms])
-        metrics: dict[str, Scalar] = {}
-        if self.fit_metrics_aggregation_fn:
-            metrics = self.fit_metrics_aggregation_fn(
-                [(r.num_examples, r.metrics) for r in ordered]
-            )
-        return ndarrays_to_parameters(new), metrics
+        return aggregate_qffl(self.pre_weights, [d for d, _ in terms], [h for _, h in terms]), {}
+
+    def diagnostics(self) -> dict[str, Any]:
+        """Nothing beyond Flower's own state."""
+        return {}

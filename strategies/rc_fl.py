@@ -31,59 +31,60 @@ average omega_tilde_T.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 from flwr.common import (
     FitIns,
-    FitRes,
     GetPropertiesIns,
     NDArrays,
     Parameters,
     Scalar,
-    ndarrays_to_parameters,
     parameters_to_ndarrays,
 )
 from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
-from flwr.server.strategy.aggregate import aggregate
 
-from fedram_flwr.protocol import PARTITION_ID
+from fedram_flwr.objectives import (
+    check_alpha,
+    hcvar,
+    rcfl_gradient_weights,
+    rcfl_local_objective,
+    sigmoid,
+    softplus_mu,
+)
+from fedram_flwr.protocol import (
+    LR_ETA,
+    NUM_EXAMPLES,
+    PARTITION_ID,
+    RCFL_ALPHA,
+    RCFL_MU,
+    RCFL_P,
+    THRESHOLD_ETA,
+    Arrays,
+    ClientReply,
+    join_theta_t,
+    split_theta_t,
+)
 from fedram_flwr.rng import stream
-from fedram_flwr.strategies.fed_cvar_avg import join_theta_t, split_theta_t
-from fedram_flwr.strategies.fedavg import FedAvg, in_partition_order
+from fedram_flwr.strategies.base import CoreStrategy
+from fedram_flwr.strategies.core import Core, Outcome
+from fedram_flwr.strategies.fedavg import weighted_average
 
-NUM_EXAMPLES = "num-examples"
-ALPHA_KEY, P_KEY, MU_KEY, LR_ETA_KEY = "rcfl-alpha", "rcfl-p", "rcfl-mu", "lr-eta"
+__all__ = [
+    "RFedFair",
+    "RFedFairCore",
+    "check_alpha",
+    "hcvar",
+    "rcfl_gradient_weights",
+    "rcfl_local_objective",
+    "sigmoid",
+    "softplus_mu",
+]
 
 
 # ------------------------------------------------------------------ pure functions
-def softplus_mu(x: np.ndarray | float, mu: float) -> np.ndarray:
-    """phi_mu(x) = mu log(1 + e^{x / mu}) (Sec. 4), exact for any x / mu:
-    mu (max(z, 0) + log1p(e^{-|z|})) with z = x / mu never overflows."""
-    z = np.asarray(x, dtype=float) / mu
-    return mu * (np.maximum(z, 0.0) + np.log1p(np.exp(-np.abs(z))))
-
-
-def sigmoid(z: np.ndarray | float) -> np.ndarray:
-    """phi_mu'(x) = sigmoid(x / mu), computed without overflow for any z."""
-    z = np.asarray(z, dtype=float)
-    e = np.exp(-np.abs(z))
-    return np.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
-
-
-def rcfl_local_objective(loss, eta: float, alpha, mu: float) -> np.ndarray:
-    """f^{mu,i}(omega, eta) = (1 / alpha_i) phi_mu(f_i - eta) + eta (eq. 5)."""
-    return softplus_mu(np.asarray(loss, dtype=float) - eta, mu) / np.asarray(alpha) + eta
-
-
-def rcfl_gradient_weights(loss: float, eta: float, alpha: float, mu: float) -> tuple[float, float]:
-    """(d f^{mu,i} / d f_i, d f^{mu,i} / d eta) at a loss value f_i (eq. 5):
-    s / alpha_i and 1 - s / alpha_i with s = sigmoid((f_i - eta) / mu), so
-    grad_omega f^{mu,i} = (s / alpha_i) grad_omega f_i (Alg. 1's local step)."""
-    s = float(sigmoid((loss - eta) / mu)) / alpha
-    return s, 1.0 - s
-
-
 def rcfl_dual(eta, losses: np.ndarray, p: np.ndarray, alpha: np.ndarray) -> np.ndarray:
     """F_alpha(omega, eta) = eta + sum_i (p_i / alpha_i) (f_i - eta)_+ (eq. 2/4), for
     one eta or an array of them."""
@@ -95,29 +96,6 @@ def rcfl_smoothed(eta, losses: np.ndarray, p: np.ndarray, alpha: np.ndarray, mu:
     """F^mu_alpha(omega, eta) = sum_i p_i f^{mu,i} (eq. 5), for one eta or an array."""
     eta = np.asarray(eta, dtype=float)
     return eta + softplus_mu(-np.subtract.outer(eta, losses), mu) @ (p / alpha)
-
-
-def hcvar(losses: Sequence[float], p: Sequence[float], alpha: Sequence[float] | float) -> float:
-    """HCVaR_{1-alpha} of the client losses = f_alpha, the primal of eq. (1) solved
-    exactly: the weight mass q_i p_i (at most p_i / alpha_i each, 1 in total) fills the
-    clients in decreasing order of loss. Any alpha_i in (0, 1] is allowed (alpha_i < p_i
-    acts as alpha_i = p_i); p is normalised."""
-    f = np.asarray(losses, dtype=float)
-    p = np.asarray(p, dtype=float) / np.sum(p)
-    cap = p / np.broadcast_to(np.asarray(alpha, dtype=float), f.shape)
-    order = np.argsort(-f, kind="stable")
-    before = np.concatenate([[0.0], np.cumsum(cap[order])[:-1]])
-    mass = np.clip(1.0 - before, 0.0, cap[order])
-    return float(mass @ f[order])
-
-
-def check_alpha(alpha: Sequence[float], p: Sequence[float], field: str = "alpha") -> None:
-    """alpha_i must lie in [p_i, 1] (Def. 1); the error names the clients and bounds."""
-    a, q = np.asarray(alpha, dtype=float), np.asarray(p, dtype=float)
-    bad = np.flatnonzero((a < q - 1e-12) | (a > 1.0) | ~np.isfinite(a))
-    if bad.size:
-        pairs = ", ".join(f"client {i}: {a[i]:g} not in [{q[i]:.4g}, 1]" for i in bad[:5])
-        raise ValueError(f"{field}: alpha_i must lie in [p_i, 1] with p_i = m_i / m ({pairs})")
 
 
 def per_client(value: float | Sequence[float], num_clients: int, field: str) -> np.ndarray:
@@ -140,13 +118,126 @@ def draw_with_replacement(p: np.ndarray, k: int, seed: int, server_round: int) -
     return {int(v): int(c) for v, c in zip(values, counts)}
 
 
+# ------------------------------------------------------------------------ core
+@dataclass(frozen=True, eq=False)
+class RFedFairState:
+    """The global (omega, eta) as broadcast, the running sum of the broadcast omegas
+    and their count (omega_tilde_T), and the round's draw: partition id -> times drawn."""
+
+    arrays: Arrays
+    omega_sum: list[np.ndarray] | None = None
+    averaged_rounds: int = 0
+    multiplicity: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class RFedFairCore(Core[RFedFairState]):
+    """rFedFair's server (Alg. 1): alpha (one value or one per client), mu, beta_eta
+    (``lr_eta``), eta's start, K (``clients_per_round``; ``None``: full participation)
+    and the seed of the draws."""
+
+    alpha: np.ndarray
+    mu: float = 0.01
+    lr_eta: float = 0.01
+    eta_init: float = 0.0
+    clients_per_round: int | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        a = np.atleast_1d(np.asarray(self.alpha, dtype=float))
+        if np.any(a <= 0) or np.any(a > 1):
+            raise ValueError(f"algorithm.params.alpha: {a.tolist()} must lie in (0, 1]")
+        if self.mu <= 0 or self.lr_eta < 0:
+            raise ValueError(
+                f"algorithm.params: mu ({self.mu}) must be > 0, lr_eta ({self.lr_eta}) >= 0"
+            )
+        k = self.clients_per_round
+        if k is not None and k < 1:
+            raise ValueError(f"algorithm.params.clients_per_round: {k} < 1")
+        object.__setattr__(self, "alpha", a)
+
+    def init(self, initial_arrays: Sequence[np.ndarray]) -> RFedFairState:
+        return RFedFairState(join_theta_t(initial_arrays, self.eta_init))
+
+    def arrays(self, state: RFedFairState) -> Arrays:
+        return state.arrays
+
+    def alpha_of(self, pid: int) -> float:
+        """alpha_i of partition ``pid`` (one alpha for all, or one per client)."""
+        if self.alpha.size == 1:
+            return float(self.alpha[0])
+        if pid >= self.alpha.size:
+            raise ValueError(
+                f"algorithm.params.alpha: has {self.alpha.size} values, no alpha for client {pid}"
+            )
+        return float(self.alpha[pid])
+
+    def broadcast(self, state: RFedFairState, arrays: Sequence[np.ndarray]) -> RFedFairState:
+        """The state once ``arrays`` is broadcast: its omega added to omega_tilde's sum."""
+        omega, _ = split_theta_t(arrays)
+        total = state.omega_sum
+        if total is None:
+            total = [np.zeros(a.shape, np.float64) for a in omega]
+        total = [acc + a for acc, a in zip(total, omega, strict=True)]
+        return replace(state, omega_sum=total, averaged_rounds=state.averaged_rounds + 1)
+
+    def select(
+        self, state: RFedFairState, p: dict[int, float], available: Sequence[int], server_round: int
+    ) -> tuple[RFedFairState, dict[int, dict[str, Any]]]:
+        """Z of Alg. 1 among the ``available`` partition ids (sorted): all of them (full),
+        or K draws with replacement by p renormalised over them. Returns the state with
+        the draw and each chosen client's fit config (its alpha_i, p_i, mu, beta_eta)."""
+        alpha = {pid: self.alpha_of(pid) for pid in p}
+        check_alpha(list(alpha.values()), list(p.values()), "algorithm.params.alpha")
+        if self.clients_per_round is None:
+            multiplicity = {pid: 1 for pid in available}
+        else:
+            probs = np.array([p[pid] for pid in available])
+            drawn = draw_with_replacement(probs, self.clients_per_round, self.seed, server_round)
+            multiplicity = {available[k]: c for k, c in drawn.items()}
+        configs = {
+            pid: {RCFL_ALPHA: alpha[pid], RCFL_P: p[pid], RCFL_MU: self.mu, LR_ETA: self.lr_eta}
+            for pid in available
+            if pid in multiplicity
+        }
+        return replace(state, multiplicity=multiplicity), configs
+
+    def aggregate(
+        self, state: RFedFairState, server_round: int, replies: Sequence[ClientReply], elapsed: int
+    ) -> Outcome[RFedFairState]:
+        """The p_i-weighted average of the returns (full), or their mean with a client
+        drawn c times counted c times (partial)."""
+        if not replies:
+            return Outcome(state, {}, aggregated=False)
+        full = self.clients_per_round is None
+        weighted = [
+            (r.arrays(), r.num_examples if full else state.multiplicity[r.partition_id])
+            for r in replies
+        ]
+        new = weighted_average(weighted)
+        return Outcome(replace(state, arrays=new), {THRESHOLD_ETA: float(new[-1].reshape(-1)[0])})
+
+    def averaged_omega(self, state: RFedFairState) -> NDArrays | None:
+        """omega_tilde_T: the mean of the omegas broadcast so far (None before round 1)."""
+        if state.omega_sum is None:
+            return None
+        return [(s / state.averaged_rounds).astype(np.float32) for s in state.omega_sum]
+
+    def evaluated(self, arrays: Sequence[np.ndarray]) -> tuple[Arrays, dict[str, Any]]:
+        omega, eta = split_theta_t(arrays)
+        return omega, {THRESHOLD_ETA: eta}
+
+    def diagnostics(self, state: RFedFairState) -> dict[str, Any]:
+        return {THRESHOLD_ETA: split_theta_t(state.arrays)[1]}
+
+
 # ------------------------------------------------------------------ Flower adapter
-class RFedFair(FedAvg):
-    """rFedFair (Alg. 1) as a Flower Strategy.
+class RFedFair(CoreStrategy):
+    """rFedFair (Alg. 1) as a Flower Strategy over :class:`RFedFairCore`.
 
     Global parameters are omega's arrays followed by eta as a 1-element array (the
-    layout of :func:`~fedram_flwr.strategies.fed_cvar_avg.join_theta_t`). Each round
-    every available client (full participation) or K draws with replacement by p_i
+    layout of :func:`~fedram_flwr.protocol.join_theta_t`). Each round every available
+    client (full participation) or K draws with replacement by p_i
     (``clients_per_round=K``) receive (omega, eta) and a fit config with ``rcfl-alpha``
     (their alpha_i), ``rcfl-p`` (p_i), ``rcfl-mu`` and ``lr-eta``; they return
     (omega, eta) after kappa local steps on f^{mu,i} (``RCFLClient``). The new global
@@ -173,36 +264,25 @@ class RFedFair(FedAvg):
     def __init__(
         self,
         *,
-        initial_omega: NDArrays,
+        initial_arrays: NDArrays,
         alpha: float | Sequence[float],
         mu: float = 0.01,
         lr_eta: float = 0.01,
         eta_init: float = 0.0,
         clients_per_round: int | None = None,
         seed: int = 0,
-        **fedavg_kwargs,
+        **fedavg_kwargs: Any,
     ) -> None:
-        a = np.atleast_1d(np.asarray(alpha, dtype=float))
-        if np.any(a <= 0) or np.any(a > 1):
-            raise ValueError(f"algorithm.params.alpha: {a.tolist()} must lie in (0, 1]")
-        if mu <= 0 or lr_eta < 0:
-            raise ValueError(f"algorithm.params: mu ({mu}) must be > 0, lr_eta ({lr_eta}) >= 0")
-        if clients_per_round is not None and clients_per_round < 1:
-            raise ValueError(f"algorithm.params.clients_per_round: {clients_per_round} < 1")
-        super().__init__(
-            initial_parameters=ndarrays_to_parameters(join_theta_t(initial_omega, eta_init)),
-            **fedavg_kwargs,
+        core = RFedFairCore(
+            alpha=alpha,
+            mu=mu,
+            lr_eta=lr_eta,
+            eta_init=eta_init,
+            clients_per_round=clients_per_round,
+            seed=seed,
         )
-        self.alpha, self.mu, self.lr_eta = a, mu, lr_eta
-        self.clients_per_round, self.seed = clients_per_round, seed
+        super().__init__(core, initial_arrays=initial_arrays, **fedavg_kwargs)
         self.known: dict[str, tuple[int, int]] = {}  # cid -> (partition id, m_i)
-        self.multiplicity: dict[int, int] = {}  # partition id -> times drawn this round
-        self.omega_sum: list[np.ndarray] | None = None
-        self.averaged_rounds = 0
-
-    def __repr__(self) -> str:
-        k = self.clients_per_round or "full"
-        return f"RFedFair(alpha={self.alpha.tolist()}, mu={self.mu}, lr_eta={self.lr_eta}, K={k})"
 
     def learn_clients(self, proxies: Sequence[ClientProxy]) -> None:
         for proxy in proxies:
@@ -210,16 +290,6 @@ class RFedFair(FedAvg):
                 res = proxy.get_properties(GetPropertiesIns(config={}), timeout=None, group_id=None)
                 props = res.properties
                 self.known[proxy.cid] = (int(props[PARTITION_ID]), int(props[NUM_EXAMPLES]))
-
-    def alpha_of(self, pid: int) -> float:
-        """alpha_i of partition ``pid`` (one alpha for all, or one per client)."""
-        if self.alpha.size == 1:
-            return float(self.alpha[0])
-        if pid >= self.alpha.size:
-            raise ValueError(
-                f"algorithm.params.alpha: has {self.alpha.size} values, no alpha for client {pid}"
-            )
-        return float(self.alpha[pid])
 
     def client_p(self) -> dict[int, float]:
         """p_i = m_i / m over every client seen (partition id -> p_i)."""
@@ -229,91 +299,29 @@ class RFedFair(FedAvg):
     def configure_fit(
         self, server_round: int, parameters: Parameters, client_manager: ClientManager
     ) -> list[tuple[ClientProxy, FitIns]]:
-        self.add_to_average(parameters)
+        self.state = self.core.broadcast(self.state, parameters_to_ndarrays(parameters))
         available = client_manager.sample(num_clients=client_manager.num_available())
         self.learn_clients([*client_manager.all().values(), *available])
         p = dict(sorted(self.client_p().items()))  # partition ids 0..N-1 when all connected
-        alpha = {pid: self.alpha_of(pid) for pid in p}
-        check_alpha(list(alpha.values()), list(p.values()), "algorithm.params.alpha")
         available = sorted(available, key=lambda c: self.known[c.cid][0])
         pids = [self.known[c.cid][0] for c in available]
-        if self.clients_per_round is None:
-            self.multiplicity = {pid: 1 for pid in pids}
-        else:
-            probs = np.array([p[pid] for pid in pids])
-            drawn = draw_with_replacement(probs, self.clients_per_round, self.seed, server_round)
-            self.multiplicity = {pids[k]: c for k, c in drawn.items()}
+        self.state, configs = self.core.select(self.state, p, pids, server_round)
         base = self.on_fit_config_fn(server_round) if self.on_fit_config_fn else {}
         return [
-            (
-                proxy,
-                FitIns(
-                    parameters,
-                    {
-                        **base,
-                        ALPHA_KEY: alpha[pid],
-                        P_KEY: p[pid],
-                        MU_KEY: self.mu,
-                        LR_ETA_KEY: self.lr_eta,
-                    },
-                ),
-            )
+            (proxy, FitIns(parameters, {**base, **configs[pid]}))
             for proxy, pid in zip(available, pids)
-            if pid in self.multiplicity
+            if pid in configs
         ]
-
-    def aggregate_fit(
-        self,
-        server_round: int,
-        results: list[tuple[ClientProxy, FitRes]],
-        failures: list[tuple[ClientProxy, FitRes] | BaseException],
-    ) -> tuple[Parameters | None, dict[str, Scalar]]:
-        if not results or (failures and not self.accept_failures):
-            return None, {}
-        ordered = in_partition_order(results)
-        full = self.clients_per_round is None
-        weighted = [
-            (
-                parameters_to_ndarrays(r.parameters),
-                r.num_examples if full else self.multiplicity[int(r.metrics[PARTITION_ID])],
-            )
-            for r in ordered
-        ]
-        new = aggregate(weighted)
-        metrics: dict[str, Scalar] = {}
-        if self.fit_metrics_aggregation_fn:
-            metrics = self.fit_metrics_aggregation_fn(
-                [(r.num_examples, r.metrics) for r in ordered]
-            )
-        return ndarrays_to_parameters(new), {**metrics, "eta": float(new[-1].reshape(-1)[0])}
-
-    def add_to_average(self, parameters: Parameters) -> None:
-        """Add the omega broadcast this round to the running sum of omega_tilde_T."""
-        omega, _ = split_theta_t(parameters_to_ndarrays(parameters))
-        if self.omega_sum is None:
-            self.omega_sum = [np.zeros(a.shape, np.float64) for a in omega]
-        for acc, a in zip(self.omega_sum, omega, strict=True):
-            acc += a
-        self.averaged_rounds += 1
-
-    def averaged_omega(self) -> NDArrays | None:
-        """omega_tilde_T: the mean of the omegas broadcast so far (None before round 1)."""
-        if self.omega_sum is None:
-            return None
-        return [(s / self.averaged_rounds).astype(np.float32) for s in self.omega_sum]
 
     def evaluate(
         self, server_round: int, parameters: Parameters
     ) -> tuple[float, dict[str, Scalar]] | None:
-        if self.evaluate_fn is None:
-            return None
-        omega, eta = split_theta_t(parameters_to_ndarrays(parameters))
-        result = self.evaluate_fn(server_round, omega, {})
+        """``evaluate_fn`` on omega, with eta and the ``avg-`` metrics of omega_tilde_T."""
+        result = super().evaluate(server_round, parameters)
         if result is None:
             return None
         loss, metrics = result
-        metrics = {**metrics, "eta": eta}
-        averaged = self.averaged_omega()
+        averaged = self.core.averaged_omega(self.state)
         if averaged is not None and (avg := self.evaluate_fn(server_round, averaged, {})):
             metrics["avg-loss"] = avg[0]
             metrics.update({f"avg-{k}": v for k, v in avg[1].items()})

@@ -23,28 +23,32 @@ can form since c_i never leaves it).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
-from flwr.common import (
-    FitRes,
-    NDArrays,
-    Parameters,
-    Scalar,
-    ndarrays_to_parameters,
-    parameters_to_ndarrays,
-)
 
-from fedram_flwr.strategies.vector import VectorStrategy, flatten_into, unflatten
+from fedram_flwr.objectives import scaffold_control_update
+from fedram_flwr.protocol import (
+    Arrays,
+    ClientReply,
+    join_model_control,
+    split_model_control,
+)
+from fedram_flwr.strategies.core import Outcome
+from fedram_flwr.strategies.vector import VectorCore, VectorStrategy, flatten_into
+
+__all__ = [
+    "Scaffold",
+    "ScaffoldCore",
+    "ScaffoldState",
+    "scaffold_control_update",
+    "scaffold_server_update",
+    "split_model_control",
+]
 
 
 # ------------------------------------------------------------------ pure functions
-def scaffold_control_update(
-    c_i: np.ndarray, c: np.ndarray, x: np.ndarray, y: np.ndarray, steps: int, lr: float
-) -> np.ndarray:
-    """Option II (Alg. 1 line 12): c_i^+ = c_i - c + (x - y_i) / (K eta_l)."""
-    return c_i - c + (x - y) / (steps * lr)
-
-
 def scaffold_server_update(
     x: np.ndarray,
     c: np.ndarray,
@@ -61,47 +65,60 @@ def scaffold_server_update(
     return x + server_lr * dx, c + dc
 
 
-def split_model_control(arrays: NDArrays) -> tuple[NDArrays, NDArrays]:
-    """[model arrays..., control arrays...] -> (model, control)."""
-    half = len(arrays) // 2
-    return list(arrays[:half]), list(arrays[half:])
+# ------------------------------------------------------------------------ core
+@dataclass(frozen=True)
+class ScaffoldState:
+    """The server's (x, c) as float32 vectors."""
+
+    x: np.ndarray
+    c: np.ndarray
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class ScaffoldCore(VectorCore[ScaffoldState]):
+    """SCAFFOLD (Alg. 1, option II): broadcasts (x, c) (c = 0 at first), steps by
+    :func:`scaffold_server_update`; ``server_lr`` is eta_g. Pairs with ScaffoldClient."""
+
+    server_lr: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.server_lr <= 0.0:
+            raise ValueError(f"algorithm.params.server_lr: {self.server_lr} must be > 0")
+        super().__post_init__()
+
+    def init(self, initial_arrays: Sequence[np.ndarray]) -> ScaffoldState:
+        x = self.vector(initial_arrays)
+        return ScaffoldState(x, np.zeros_like(x))
+
+    def arrays(self, state: ScaffoldState) -> Arrays:
+        return join_model_control(self.unflatten(state.x), self.unflatten(state.c))
+
+    def evaluated(self, arrays: Sequence[np.ndarray]) -> tuple[Arrays, dict[str, Any]]:
+        return split_model_control(arrays)[0], {}
+
+    def aggregate(
+        self, state: ScaffoldState, server_round: int, replies: Sequence[ClientReply], elapsed: int
+    ) -> Outcome[ScaffoldState]:
+        models, deltas = [], []
+        for reply in replies:
+            y, dc = split_model_control(reply.arrays())
+            models.append(flatten_into(y, np.empty_like(state.x)))
+            deltas.append(flatten_into(dc, np.empty_like(state.x)))
+        x, c = (
+            a.astype(np.float32)
+            for a in scaffold_server_update(
+                state.x, state.c, models, deltas, self.num_clients, self.server_lr
+            )
+        )
+        diagnostics = {"lr": self.eta(server_round), "control-norm": float(np.linalg.norm(c))}
+        return Outcome(ScaffoldState(x, c), diagnostics)
 
 
 class Scaffold(VectorStrategy):
-    """SCAFFOLD (Alg. 1, option II) as a Flower Strategy; pairs with ScaffoldClient.
+    """SCAFFOLD as a Flower Strategy over :class:`ScaffoldCore`; ``evaluate_fn`` sees x
+    only."""
 
-    Broadcasts (x, c); ``evaluate_fn`` sees x only. ``server_lr`` is eta_g.
-    """
+    core_type = ScaffoldCore
 
-    def __init__(self, *, server_lr: float = 1.0, **kwargs) -> None:
-        if server_lr <= 0.0:
-            raise ValueError(f"algorithm.params.server_lr: {server_lr} must be > 0")
-        super().__init__(**kwargs)
-        self.server_lr = server_lr
-        self.c = np.zeros_like(self.w)
-        self.initial_parameters = self.global_parameters()
-
-    def global_parameters(self) -> Parameters:
-        return ndarrays_to_parameters(
-            [*unflatten(self.w, self.like), *unflatten(self.c, self.like)]
-        )
-
-    def step(self, server_round: int, results: list[FitRes], elapsed: int) -> dict[str, Scalar]:
-        models, deltas = [], []
-        for res in results:
-            y, dc = split_model_control(parameters_to_ndarrays(res.parameters))
-            models.append(flatten_into(y, np.empty_like(self.w)))
-            deltas.append(flatten_into(dc, np.empty_like(self.w)))
-        self.w, self.c = (
-            a.astype(np.float32)
-            for a in scaffold_server_update(
-                self.w, self.c, models, deltas, self.num_clients, self.server_lr
-            )
-        )
-        return {"lr": self.eta(server_round), "control-norm": float(np.linalg.norm(self.c))}
-
-    def evaluate(
-        self, server_round: int, parameters: Parameters
-    ) -> tuple[float, dict[str, Scalar]] | None:
-        model, _ = split_model_control(parameters_to_ndarrays(parameters))
-        return super().evaluate(server_round, ndarrays_to_parameters(model))
+    def __init__(self, *, server_lr: float = 1.0, **kwargs: Any) -> None:
+        super().__init__(core_kwargs={"server_lr": server_lr}, **kwargs)

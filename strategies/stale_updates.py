@@ -23,11 +23,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
-from flwr.common import FitRes, Scalar
 
-from fedram_flwr.strategies.vector import VectorStrategy
+from fedram_flwr.protocol import Arrays, ClientReply
+from fedram_flwr.strategies.core import Outcome
+from fedram_flwr.strategies.vector import VectorCore, VectorStrategy, client_models
 
 
 # ------------------------------------------------------------------ pure functions
@@ -85,46 +87,81 @@ class UpdateMemory:
         self.tau[:] = inactivity(self.tau, mask, elapsed)
 
 
-class MemoryStrategy(VectorStrategy):
+@dataclass(frozen=True)
+class MemoryState:
+    """The global model w_t (float32 vector, replaced each round) and the update memory.
+    The memory is the documented exception to "state replaced each round": its N x d
+    rows are overwritten in place (a copy per round would double the server's memory)."""
+
+    w: np.ndarray
+    memory: UpdateMemory
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class MemoryCore(VectorCore[MemoryState]):
     """Stores the round's updates in the memory (eq. 4, 5), then steps
     w <- w - eta_t v_t along :meth:`direction` (no step when it is ``None``)."""
 
-    def __init__(self, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.memory = UpdateMemory.zeros(self.num_clients, self.dim)
+    def init(self, initial_arrays: Sequence[np.ndarray]) -> MemoryState:
+        w = self.vector(initial_arrays)
+        return MemoryState(w, UpdateMemory.zeros(self.num_clients, w.size))
+
+    def arrays(self, state: MemoryState) -> Arrays:
+        return self.unflatten(state.w)
 
     def direction(
-        self, server_round: int, active: list[int], total_before: np.ndarray
-    ) -> tuple[np.ndarray | None, dict[str, Scalar]]:
+        self, server_round: int, memory: UpdateMemory, active: list[int], total_before: np.ndarray
+    ) -> tuple[np.ndarray | None, dict[str, Any]]:
         """v_t from the updated memory, and diagnostics."""
         raise NotImplementedError
 
-    def step(self, server_round: int, results: list[FitRes], elapsed: int) -> dict[str, Scalar]:
-        eta = self.eta(server_round)
-        total_before = self.memory.total.copy()
+    def aggregate(
+        self, state: MemoryState, server_round: int, replies: Sequence[ClientReply], elapsed: int
+    ) -> Outcome[MemoryState]:
+        eta, memory = self.eta(server_round), state.memory
+        total_before = memory.total.copy()
         active = []
-        for i, model in self.client_models(results):
-            self.memory.store(i, self.w, model, eta)
+        for i, model in client_models(replies, state.w):
+            memory.store(i, state.w, model, eta)
             active.append(i)
-        self.memory.advance(active, elapsed)
-        v, diagnostics = self.direction(server_round, active, total_before)
+        memory.advance(active, elapsed)
+        v, diagnostics = self.direction(server_round, memory, active, total_before)
+        w = state.w
         if v is not None:
-            self.w -= eta * v
-        return {"lr": eta, "seen": int(self.memory.seen.sum()), **diagnostics}
+            w = w.copy()
+            w -= eta * v
+        return Outcome(
+            MemoryState(w, memory),
+            {"lr": eta, "seen": int(memory.seen.sum()), **diagnostics},
+        )
 
 
-class MIFA(MemoryStrategy):
+@dataclass(frozen=True, eq=False, kw_only=True)
+class MIFACore(MemoryCore):
     """MIFA (Gu et al. 2021, Alg. 1): equal weight 1/N to every client's latest update,
     from the running aggregate (updated by the changed rows only)."""
 
-    def direction(self, server_round, active, total_before):
-        return mifa_direction(self.memory.total, self.num_clients), {}
+    def direction(self, server_round, memory, active, total_before):
+        return mifa_direction(memory.total, self.num_clients), {}
 
 
-class FedVARP(MemoryStrategy):
+@dataclass(frozen=True, eq=False, kw_only=True)
+class FedVARPCore(MemoryCore):
     """FedVARP (Jhunjhunwala et al. 2022, Alg. 1, server learning rate 1): the memory
     mean corrected by the fresh updates of the available clients (|S| = |A(t)|)."""
 
-    def direction(self, server_round, active, total_before):
-        v = fedvarp_direction(total_before, self.memory.total, self.num_clients, len(active))
+    def direction(self, server_round, memory, active, total_before):
+        v = fedvarp_direction(total_before, memory.total, self.num_clients, len(active))
         return v, {}
+
+
+class MIFA(VectorStrategy):
+    """MIFA over :class:`MIFACore`."""
+
+    core_type = MIFACore
+
+
+class FedVARP(VectorStrategy):
+    """FedVARP over :class:`FedVARPCore`."""
+
+    core_type = FedVARPCore

@@ -1,5 +1,5 @@
-"""The global model as one float32 vector: the base of the strategies that take the
-server step themselves (FedAR and the stale-update and participation baselines).
+"""The global model as one float32 vector: the base of the cores that take the server
+step themselves (FedAR, the stale-update and participation baselines, SCAFFOLD).
 
 Wire protocol: every client returns its *model* w_{t,K}^i (as the ERM client does for
 FedAvg); the server forms the update against the model w_t it broadcast this round,
@@ -11,21 +11,17 @@ updates all refer to the same w_t (Flower sends one model per round).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import numpy as np
-from flwr.common import (
-    FitIns,
-    FitRes,
-    NDArrays,
-    Parameters,
-    Scalar,
-    ndarrays_to_parameters,
-    parameters_to_ndarrays,
-)
-from flwr.server.client_manager import ClientManager
-from flwr.server.client_proxy import ClientProxy
+from flwr.common import NDArrays
 
-from fedram_flwr.strategies.fedavg import FedAvg, client_id, in_partition_order
+from fedram_flwr.protocol import LR, Arrays, ClientReply
+from fedram_flwr.strategies.base import CoreStrategy
+from fedram_flwr.strategies.core import Core
+
+S = TypeVar("S")
 
 
 # ------------------------------------------------------------------ pure functions
@@ -46,15 +42,55 @@ def step_size(lr: float, lr_decay: float, server_round: int) -> float:
     return lr * lr_decay ** (server_round - 1)
 
 
-class VectorStrategy(FedAvg):
-    """Holds w_t as one float32 vector of the model's arrays, sends eta_t as the fit
-    config's ``lr``, and replaces FedAvg's aggregation by :meth:`step`.
+def client_models(
+    replies: Sequence[ClientReply], like: np.ndarray
+) -> Iterator[tuple[int, np.ndarray]]:
+    """(partition id, w_{t,K}^i as a float32 vector) per reply; the vector is one buffer
+    shaped ``like``, reused: valid until the next item."""
+    buffer = np.empty_like(like)
+    for reply in replies:
+        flatten_into(reply.arrays(), buffer)
+        yield reply.partition_id, buffer
 
-    ``num_clients`` is N (the memory strategies preallocate N rows). Results are taken
-    in partition-id order. ``step`` also learns how many rounds passed since the last
-    aggregation: Flower skips ``aggregate_fit`` when nobody is available, and the
-    inactivity counters must still count that round.
-    """
+
+# ------------------------------------------------------------------------ core
+@dataclass(frozen=True, eq=False, kw_only=True)
+class VectorCore(Core[S]):
+    """Shared by the vector cores: N = ``num_clients``, eta_t sent as the fit config's
+    ``lr``; ``like`` (set by :meth:`init`) gives the model's shapes and dtypes."""
+
+    num_clients: int
+    lr: float
+    lr_decay: float = 1.0
+    like: tuple[np.ndarray, ...] = field(default=(), repr=False)
+
+    def __post_init__(self) -> None:
+        if self.num_clients < 1:
+            raise ValueError(f"num_clients: {self.num_clients} must be >= 1")
+        if self.lr <= 0.0 or not 0.0 < self.lr_decay <= 1.0:
+            raise ValueError(f"lr {self.lr} must be > 0 and lr_decay {self.lr_decay} in (0, 1]")
+
+    def eta(self, server_round: int) -> float:
+        return step_size(self.lr, self.lr_decay, server_round)
+
+    def vector(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
+        """The float32 vector of ``arrays``."""
+        return flatten_into(arrays, np.empty(sum(a.size for a in self.like), dtype=np.float32))
+
+    def unflatten(self, vector: np.ndarray) -> Arrays:
+        return unflatten(vector, self.like)
+
+    def fit_config(self, state: S, server_round: int) -> dict[str, Any]:
+        return {LR: self.eta(server_round)}
+
+
+class VectorStrategy(CoreStrategy):
+    """The Flower adapter of a :class:`VectorCore`: builds the core with ``like`` from
+    ``initial_arrays``. Keyword-only: ``initial_arrays``, ``num_clients`` (N), ``lr``
+    (eta_0), ``lr_decay``, then Flower FedAvg's; subclasses pass their own parameters
+    as ``core_kwargs``."""
+
+    core_type: type[VectorCore]
 
     def __init__(
         self,
@@ -63,69 +99,11 @@ class VectorStrategy(FedAvg):
         num_clients: int,
         lr: float,
         lr_decay: float = 1.0,
-        **fedavg_kwargs,
+        core_kwargs: dict[str, Any] | None = None,
+        **fedavg_kwargs: Any,
     ) -> None:
-        if num_clients < 1:
-            raise ValueError(f"num_clients: {num_clients} must be >= 1")
-        if lr <= 0.0 or not 0.0 < lr_decay <= 1.0:
-            raise ValueError(f"lr {lr} must be > 0 and lr_decay {lr_decay} in (0, 1]")
-        super().__init__(initial_parameters=ndarrays_to_parameters(initial_arrays), **fedavg_kwargs)
-        self.like = [np.asarray(a) for a in initial_arrays]
-        self.w = np.empty(sum(a.size for a in self.like), dtype=np.float32)
-        flatten_into(self.like, self.w)
-        self.num_clients = num_clients
-        self.lr, self.lr_decay = lr, lr_decay
-        self.last_round = 0
-        self._buffer = np.empty_like(self.w)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(N={self.num_clients}, lr={self.lr}, decay={self.lr_decay})"
-
-    @property
-    def dim(self) -> int:
-        return self.w.size
-
-    def eta(self, server_round: int) -> float:
-        return step_size(self.lr, self.lr_decay, server_round)
-
-    def configure_fit(
-        self, server_round: int, parameters: Parameters, client_manager: ClientManager
-    ) -> list[tuple[ClientProxy, FitIns]]:
-        pairs = super().configure_fit(server_round, parameters, client_manager)
-        for _, ins in pairs:
-            ins.config["lr"] = self.eta(server_round)
-        return pairs
-
-    def client_models(self, results: Sequence[FitRes]) -> Iterator[tuple[int, np.ndarray]]:
-        """(partition id, w_{t,K}^i as a vector) per result; the vector is a reused
-        buffer, valid until the next item."""
-        for res in results:
-            flatten_into(parameters_to_ndarrays(res.parameters), self._buffer)
-            yield client_id(res), self._buffer
-
-    def step(self, server_round: int, results: list[FitRes], elapsed: int) -> dict[str, Scalar]:
-        """Set ``self.w`` from this round's ``results`` (partition order); return
-        diagnostics for the round's metrics row."""
-        raise NotImplementedError
-
-    def aggregate_fit(
-        self,
-        server_round: int,
-        results: list[tuple[ClientProxy, FitRes]],
-        failures: list[tuple[ClientProxy, FitRes] | BaseException],
-    ) -> tuple[Parameters | None, dict[str, Scalar]]:
-        if failures and not self.accept_failures:
-            return None, {}
-        ordered = in_partition_order(results)
-        elapsed, self.last_round = server_round - self.last_round, server_round
-        diagnostics = self.step(server_round, ordered, elapsed)
-        metrics: dict[str, Scalar] = {}
-        if self.fit_metrics_aggregation_fn and ordered:
-            metrics = self.fit_metrics_aggregation_fn(
-                [(r.num_examples, r.metrics) for r in ordered]
-            )
-        return self.global_parameters(), {**metrics, **diagnostics}
-
-    def global_parameters(self) -> Parameters:
-        """The parameters Flower broadcasts next round."""
-        return ndarrays_to_parameters(unflatten(self.w, self.like))
+        like = tuple(np.asarray(a) for a in initial_arrays)
+        core = self.core_type(
+            num_clients=num_clients, lr=lr, lr_decay=lr_decay, like=like, **(core_kwargs or {})
+        )
+        super().__init__(core, initial_arrays=initial_arrays, **fedavg_kwargs)

@@ -139,11 +139,11 @@ def test_patch_switches_to_strategy_and_oracle(
     assert any(0 < len(ids) < NUM_CLIENTS for ids in draws.values())  # some absent
     assert [a.shape for a in final] == [(3, 3)] and np.any(final[0] != 0)
     if isinstance(strategy, FedAR):  # the stale-update memory holds every client seen
-        assert strategy.memory.seen.tolist() == [
+        assert strategy.state.memory.seen.tolist() == [
             any(k in ids for ids in draws.values()) for k in range(NUM_CLIENTS)
         ]
     else:  # CA-Fed read the received losses and tracked availability every round
-        assert strategy.losses is not None and strategy.tracker.rounds == ROUNDS
+        assert strategy.state.losses is not None and strategy.state.tracker.rounds == ROUNDS
 
 
 @pytest.mark.parametrize("patch", sorted(EXAMPLES.glob("switch_to_*.patch")), ids=lambda p: p.stem)

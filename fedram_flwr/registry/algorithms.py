@@ -15,7 +15,7 @@ from functools import partial
 from typing import Any, Literal
 
 import numpy as np
-from flwr.common import NDArrays, ndarrays_to_parameters
+from flwr.common import NDArrays
 
 from fedram_flwr.clients import CAFedClient, CVaRClient, ERMClient, RCFLClient, ScaffoldClient
 from fedram_flwr.config import Scenario, ScenarioError, check_range
@@ -56,7 +56,7 @@ class FedAvgParams(AlgorithmParams):
     """FedAvg takes no parameters beyond ``training``."""
 
     def strategy_kwargs(self, run: Run, initial: NDArrays) -> dict[str, Any]:
-        return {"initial_parameters": ndarrays_to_parameters(initial)}
+        return {"initial_arrays": initial}
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ class FedCVaRAvgParams(AlgorithmParams):
 
     def strategy_kwargs(self, run: Run, initial: NDArrays) -> dict[str, Any]:
         return {
-            "initial_theta": initial,
+            "initial_arrays": initial,
             "alpha": self.alpha,
             "gamma": self.gamma,
             "lr_t": self.lr_t,
@@ -104,7 +104,7 @@ class AvailabilityAwareParams(AlgorithmParams):
 
     def strategy_kwargs(self, run: Run, initial: NDArrays) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
-            "initial_theta": initial,
+            "initial_arrays": initial,
             "alpha": client_shares(run),
             "server_lr": self.server_lr,
         }
@@ -322,7 +322,7 @@ class RFedFairParams(AlgorithmParams):
             raise ScenarioError(str(err)) from None
         lr = run.scenario.training.lr
         return {
-            "initial_omega": initial,
+            "initial_arrays": initial,
             "alpha": self.alpha,
             "mu": self.mu,
             "lr_eta": lr if self.lr_eta is None else self.lr_eta,
@@ -343,7 +343,7 @@ class AFLParams(AlgorithmParams):
 
     def strategy_kwargs(self, run: Run, initial: NDArrays) -> dict[str, Any]:
         return {
-            "initial_parameters": ndarrays_to_parameters(initial),
+            "initial_arrays": initial,
             "num_clients": run.scenario.data.num_clients,
             "lr_lambda": self.lr_lambda,
         }
@@ -363,7 +363,7 @@ class QFFLParams(AlgorithmParams):
         return {
             "q_param": self.q,
             "qffl_learning_rate": run.scenario.training.lr,
-            "initial_parameters": ndarrays_to_parameters(initial),
+            "initial_arrays": initial,
         }
 
 

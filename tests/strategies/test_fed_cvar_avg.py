@@ -16,10 +16,9 @@ from fedram_flwr.clients import CVaRClient
 from fedram_flwr.config import Scenario
 from fedram_flwr.engine import run_in_process
 from fedram_flwr.models import build_model, get_weights
-from fedram_flwr.protocol import PARTITION_ID
+from fedram_flwr.protocol import PARTITION_ID, join_theta_t, split_theta_t
 from fedram_flwr.registry import with_overrides
 from fedram_flwr.strategies import FedCVaRAvg, cvar_gradient_weights, cvar_local_objective
-from fedram_flwr.strategies.fed_cvar_avg import join_theta_t, split_theta_t
 
 ALPHA_GAMMA = [(0.1, 0.1), (0.3, 0.3), (0.05, 0.0), (0.5, 0.9), (1.0, 0.2), (0.2, 1.0)]
 
@@ -194,14 +193,16 @@ def test_strategy_sends_cvar_config_and_starts_from_t_init() -> None:
     from flwr.common import parameters_to_ndarrays
 
     theta = [np.ones((3, 2), np.float32), np.zeros(3, np.float32)]
-    strategy = FedCVaRAvg(initial_theta=theta, alpha=0.3, gamma=0.4, lr_t=1e-3, t_init=0.25)
+    strategy = FedCVaRAvg(initial_arrays=theta, alpha=0.3, gamma=0.4, lr_t=1e-3, t_init=0.25)
     init = parameters_to_ndarrays(strategy.initialize_parameters(None))
     assert len(init) == 3 and split_theta_t(init)[1] == 0.25
-    assert strategy.cvar_config == {"cvar-alpha": 0.3, "cvar-gamma": 0.4, "lr-t": 1e-3}
+    config = strategy.core.fit_config(strategy.state, 1)
+    assert config == {"cvar-alpha": 0.3, "cvar-gamma": 0.4, "lr-t": 1e-3}
+    assert strategy.diagnostics() == {"t": 0.25}
     for bad in ({"alpha": 0.0}, {"alpha": 1.2}, {"gamma": -0.1}, {"lr_t": -1.0}):
         kwargs = {"alpha": 0.3, "gamma": 0.4, "lr_t": 1e-3, **bad}
         with pytest.raises(ValueError, match=f"algorithm.params.{next(iter(bad))}"):
-            FedCVaRAvg(initial_theta=theta, **kwargs)
+            FedCVaRAvg(initial_arrays=theta, **kwargs)
 
 
 # --------------------------------------------------- reduction to FedAvg (engine)

@@ -20,6 +20,7 @@ from fedram_flwr.data import dirichlet_partition, leaf_synthetic
 from fedram_flwr.engine import InProcessClientProxy, node_context, run_in_process
 from fedram_flwr.experiment import Experiment
 from fedram_flwr.models import build_model, get_weights, set_weights
+from fedram_flwr.protocol import LOCAL_OPTIMUM, RECEIVED_LOSS, REPORT_LOCAL_OPTIMUM
 from fedram_flwr.registry import scenario_from_dict
 from fedram_flwr.strategies import CAFed
 from fedram_flwr.strategies.availability_baselines import (
@@ -27,15 +28,11 @@ from fedram_flwr.strategies.availability_baselines import (
     f3ast_weights,
     more_available_weights,
 )
+from fedram_flwr.strategies.availability_estimates import LossEstimates, filter_losses
 from fedram_flwr.strategies.ca_fed import (
-    LOCAL_OPTIMUM,
-    RECEIVED_LOSS,
-    REPORT_LOCAL_OPTIMUM,
-    LossEstimates,
     biased_importance,
     ca_fed_weights,
     estimated_error,
-    filter_losses,
     get,
     unbiased_weights,
 )
@@ -352,15 +349,15 @@ def test_strategy_step_is_eq3_by_hand(tiny) -> None:
     # and the step uses only the active clients with q_k > 0.
     new, metrics = drive_round(strategy, manager, 2, new)
     active2 = manager.last_active
-    pi_hat, lam_hat = strategy.tracker.estimates()
-    expected_q = ca_fed_weights(alpha, pi_hat, lam_hat, strategy.losses.gap, 1e-3, 0.0)
-    np.testing.assert_array_equal(strategy.q, expected_q)
-    taking_part = [k for k in active2 if strategy.q[k] > 0]
+    pi_hat, lam_hat = strategy.state.tracker.estimates()
+    expected_q = ca_fed_weights(alpha, pi_hat, lam_hat, strategy.state.losses.gap, 1e-3, 0.0)
+    np.testing.assert_array_equal(strategy.state.q, expected_q)
+    taking_part = [k for k in active2 if strategy.state.q[k] > 0]
     assert metrics["participants"] == len(taking_part) < len(active2)
     w2 = parameters_to_ndarrays(new)
     for i in range(len(w1)):
         step = sum(
-            strategy.q[k] * (exp.client(k).fit(w1, {"server-round": 2})[0][i] - w1[i])
+            strategy.state.q[k] * (exp.client(k).fit(w1, {"server-round": 2})[0][i] - w1[i])
             for k in taking_part
         )
         np.testing.assert_allclose(w2[i], w1[i] + 0.5 * step, rtol=1e-5, atol=1e-6)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from fedram_flwr.availability import MarkovClientManager, ca_fed_markov_law
-from fedram_flwr.strategies.ca_fed import (
+from fedram_flwr.strategies.availability_estimates import (
     AvailabilityTracker,
     lambda_hat,
     pi_hat,
@@ -63,7 +63,10 @@ def test_lambda_hat_is_the_second_eigenvalue() -> None:
 
 
 # ------------------------------------------------------------------- tracker
-def test_tracker_agrees_with_the_batch_functions() -> None:
+def test_tracker_counts_and_estimates_by_hand() -> None:
+    """The tracker against counts and posterior means written out with plain loops (not
+    the functions it calls): pi_hat = (active + n) / (t + n + m) and lambda_hat =
+    P11 + P00 - 1 with P_ss = (c_ss + prior) / (c_s0 + c_s1 + 2 prior)."""
     states = MarkovClientManager([0.2, 0.5, 0.8], [0.6, 0.0, -0.2], seed=1).availability_matrix(300)
     tracker = AvailabilityTracker.start(3)
     assert tracker.estimates()[0] == pytest.approx([0.5] * 3)  # Beta(1, 1): no information
@@ -71,12 +74,23 @@ def test_tracker_agrees_with_the_batch_functions() -> None:
         before = tracker
         tracker = tracker.observe(row)
     assert before.rounds == 299 and tracker.rounds == 300  # a new value each round
-    assert np.array_equal(tracker.active_counts, states.sum(axis=0))
-    assert np.array_equal(tracker.transitions, transition_counts(states))
-    assert np.array_equal(tracker.last, states[-1])
+    counts = np.zeros((3, 2, 2), dtype=int)
+    active = [0, 0, 0]
+    for t in range(300):
+        for k in range(3):
+            active[k] += int(states[t, k])
+            if t > 0:
+                counts[k, int(states[t - 1, k]), int(states[t, k])] += 1
+    assert tracker.active_counts.tolist() == active
+    assert tracker.transitions.tolist() == counts.tolist()
+    assert tracker.last.tolist() == states[-1].tolist()
     pi, lam = tracker.estimates(pi_prior=(2.0, 3.0), transition_prior=0.5)
-    assert pi == pytest.approx(pi_hat(states.sum(axis=0), 300, 2.0, 3.0))
-    assert lam == pytest.approx(lambda_hat(transition_matrix_hat(transition_counts(states), 0.5)))
+    for k in range(3):
+        c = counts[k]
+        p00 = (c[0, 0] + 0.5) / (c[0, 0] + c[0, 1] + 1.0)
+        p11 = (c[1, 1] + 0.5) / (c[1, 0] + c[1, 1] + 1.0)
+        assert pi[k] == pytest.approx((active[k] + 2.0) / (300 + 5.0), abs=1e-12)
+        assert lam[k] == pytest.approx(p11 + p00 - 1.0, abs=1e-12)
 
 
 # --------------------------------------------------------------- convergence

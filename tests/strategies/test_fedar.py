@@ -117,12 +117,12 @@ def test_fedar_rounds_by_hand() -> None:
     expected = w2 - eta / 2 * (2**rho * g0 + g1)
     np.testing.assert_allclose(vector_of(params), expected, rtol=1e-6)
     assert metrics["contributing"] == 2
-    assert s.memory.tau.tolist() == [1, 0, 2, 2]  # eq. (5) counts unseen clients too
+    assert s.state.memory.tau.tolist() == [1, 0, 2, 2]  # eq. (5) counts unseen clients too
 
     w3 = vector_of(params)
     m2 = w3 * 0.5
     params, metrics = s.aggregate_fit(4, [fit_res(2, m2)], [])
-    assert s.memory.tau.tolist() == [3, 2, 0, 4]
+    assert s.state.memory.tau.tolist() == [3, 2, 0, 4]
     g2 = (w3 - m2) / eta
     expected = w3 - eta / 2 * (3**rho * g1 + g2)  # client 0 excluded: tau 3 >= g = 3
     np.testing.assert_allclose(vector_of(params), expected, rtol=1e-6)
@@ -131,7 +131,7 @@ def test_fedar_rounds_by_hand() -> None:
 
 def test_update_memory_is_one_buffer_written_in_place() -> None:
     s = fedar(num_clients=5)
-    buf = s.memory.updates
+    buf = s.state.memory.updates
     assert buf.shape == (5, DIM) and buf.dtype == np.float32
     address = buf.__array_interface__["data"][0]
     rng = np.random.default_rng(0)
@@ -140,7 +140,7 @@ def test_update_memory_is_one_buffer_written_in_place() -> None:
         before = buf.copy()
         models = [fit_res(i, rng.standard_normal(DIM)) for i in active]
         s.aggregate_fit(t, models, [])
-        assert s.memory.updates is buf
+        assert s.state.memory.updates is buf
         assert buf.__array_interface__["data"][0] == address
         idle = [i for i in range(5) if i not in active]
         np.testing.assert_array_equal(buf[idle], before[idle])  # eq. (4): unchanged rows
@@ -170,7 +170,7 @@ def test_a_round_allocates_vectors_not_the_memory(cls) -> None:
     s.aggregate_fit(1, results, [])
     peak = tracemalloc.get_traced_memory()[1] - before
     tracemalloc.stop()
-    assert peak < 0.1 * s.memory.updates.nbytes
+    assert peak < 0.1 * s.state.memory.updates.nbytes
 
 
 def test_mifa_running_aggregate_equals_direct_mean_of_stored_updates() -> None:
@@ -178,12 +178,12 @@ def test_mifa_running_aggregate_equals_direct_mean_of_stored_updates() -> None:
     s = make(MIFA, n, lr=eta)
     rng = np.random.default_rng(1)
     for t in range(1, 40):
-        w = s.w.copy()
+        w = s.state.w.copy()
         active = np.flatnonzero(rng.random(n) < 0.4).tolist()
         s.aggregate_fit(t, [fit_res(i, w + rng.standard_normal(DIM)) for i in active], [])
-        direct = s.memory.updates.astype(np.float64).mean(axis=0)
-        np.testing.assert_allclose(s.memory.total / n, direct, rtol=1e-6, atol=1e-6)
-        np.testing.assert_allclose(s.w, w - eta * direct, rtol=1e-5, atol=1e-5)
+        direct = s.state.memory.updates.astype(np.float64).mean(axis=0)
+        np.testing.assert_allclose(s.state.memory.total / n, direct, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(s.state.w, w - eta * direct, rtol=1e-5, atol=1e-5)
 
 
 def test_fedvarp_direction_by_hand() -> None:
@@ -193,10 +193,10 @@ def test_fedvarp_direction_by_hand() -> None:
     s = make(FedVARP, 2, lr=1.0, w0=0.0)
     s.aggregate_fit(1, [fit_res(0, np.full(DIM, -2.0)), fit_res(1, np.full(DIM, -4.0))], [])
     # y = 0 before; G = (2, 4): v = 0 + (2 + 4) / 2 = 3, w = -3.
-    np.testing.assert_allclose(s.w, -3.0)
+    np.testing.assert_allclose(s.state.w, -3.0)
     s.aggregate_fit(2, [fit_res(1, np.full(DIM, -3.0 - 8.0))], [])
     # y = (2, 4) before, mean 3; client 1 now 8: v = 3 + (8 - 4) / 1 = 7, w = -10.
-    np.testing.assert_allclose(s.w, -10.0)
+    np.testing.assert_allclose(s.state.w, -10.0)
 
 
 # ------------------------------------------------------- participation weights
@@ -228,7 +228,7 @@ def test_reweighted_step_and_fedavg_is() -> None:
     np.testing.assert_allclose(got, (1 * 2 + 5 * 4) / 4)
     s = make(FedAvgIS, 4, w0=0.0, known_p=[1.0, 0.5, 0.25, 0.2])
     s.aggregate_fit(1, [fit_res(1, np.full(DIM, 1.0)), fit_res(3, np.full(DIM, 2.0))], [])
-    np.testing.assert_allclose(s.w, (2 * 1 + 5 * 2) / 4)
+    np.testing.assert_allclose(s.state.w, (2 * 1 + 5 * 2) / 4)
     with pytest.raises(ValueError, match="probabilities"):
         make(FedAvgIS, 2, known_p=[0.5, 0.0])
 
@@ -238,11 +238,11 @@ def test_fedavg_is_estimates_p_from_the_rounds_it_has_seen() -> None:
     s = make(FedAvgIS, 2, w0=0.0)
     s.aggregate_fit(1, [fit_res(0, np.ones(DIM)), fit_res(1, np.ones(DIM))], [])
     # Round 1: p_hat = 2/3 for both, w = -(1/2) (3/2 + 3/2) (0 - 1) = 1.5.
-    np.testing.assert_allclose(s.w, 1.5)
+    np.testing.assert_allclose(s.state.w, 1.5)
     s.aggregate_fit(4, [fit_res(1, np.full(DIM, 2.5))], [])  # rounds 2, 3: nobody
     # Round 4: client 1 seen twice in 4 rounds, p_hat = 3/6, omega = 2: w = 1.5 + 1.
-    np.testing.assert_allclose(s.w, 2.5)
-    assert s.active_counts.tolist() == [1, 2]
+    np.testing.assert_allclose(s.state.w, 2.5)
+    assert s.state.estimator.tolist() == [1, 2]
 
 
 def test_fedavg_is_reads_the_hidden_law_only_when_told(tiny_gaussian: Scenario) -> None:
@@ -253,9 +253,9 @@ def test_fedavg_is_reads_the_hidden_law_only_when_told(tiny_gaussian: Scenario) 
             "algorithm": {"name": "fedavg-is", "params": {}},
         },
     )
-    assert Experiment(scenario, 0).strategy().known_p is None
+    assert Experiment(scenario, 0).strategy().core.known_p is None
     oracle = with_overrides(scenario, {"algorithm.params.availability": "oracle"})
-    np.testing.assert_array_equal(Experiment(oracle, 0).strategy().known_p, [1.0, 0.5, 0.25])
+    np.testing.assert_array_equal(Experiment(oracle, 0).strategy().core.known_p, [1.0, 0.5, 0.25])
     with pytest.raises(ScenarioError, match="algorithm.params.availability.*estimated"):
         with_overrides(scenario, {"algorithm.params.availability": "true"})
 
@@ -271,15 +271,15 @@ def test_subsample_is_seeded_and_bounded() -> None:
 def test_fedavg_s_steps_to_the_mean_of_its_clients_models() -> None:
     s = make(FedAvgSampled, 5, w0=0.0, max_clients=2, seed=0)
     s.aggregate_fit(1, [fit_res(1, np.full(DIM, 1.0)), fit_res(4, np.full(DIM, 4.0))], [])
-    np.testing.assert_allclose(s.w, 2.5)
+    np.testing.assert_allclose(s.state.w, 2.5)
 
 
 def test_fedau_strategy_counts_skipped_rounds() -> None:
     s = make(FedAU, 2, cutoff=50, w0=0.0)
     s.aggregate_fit(1, [fit_res(0, np.ones(DIM))], [])
     s.aggregate_fit(4, [fit_res(0, np.ones(DIM))], [])  # rounds 2, 3: nobody
-    assert s.estimates.count.tolist() == [2, 0]
-    assert s.estimates.omega[0] == (1 + 3) / 2 and s.estimates.run.tolist() == [0, 4]
+    assert s.state.estimator.count.tolist() == [2, 0]
+    assert s.state.estimator.omega[0] == (1 + 3) / 2 and s.state.estimator.run.tolist() == [0, 4]
 
 
 # ------------------------------------------- full availability: FedAvg exactly

@@ -3,6 +3,8 @@ and q-FFL: closed forms and small hand-checked rounds."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from flwr.common import (
@@ -161,7 +163,7 @@ def manager_with(sizes: list[int]) -> SimpleClientManager:
 
 def test_rfedfair_full_participation_is_the_p_weighted_average() -> None:
     sizes = [10, 30, 60]
-    s = RFedFair(initial_omega=[np.zeros(2, np.float32)], alpha=[0.5, 0.5, 0.6], mu=0.1)
+    s = RFedFair(initial_arrays=[np.zeros(2, np.float32)], alpha=[0.5, 0.5, 0.6], mu=0.1)
     params = s.initialize_parameters(manager_with(sizes))
     ins = s.configure_fit(1, params, manager_with(sizes))
     configs = sorted((i.config["rcfl-alpha"], i.config["rcfl-p"]) for _, i in ins)
@@ -174,30 +176,30 @@ def test_rfedfair_full_participation_is_the_p_weighted_average() -> None:
     omega, eta = parameters_to_ndarrays(new)
     np.testing.assert_allclose(omega, 0.3 + 2 * 0.6)
     assert metrics["eta"] == pytest.approx(0.1 + 0.6 + 1.8)
-    assert s.averaged_omega()[0].tolist() == [0.0, 0.0]  # omega_0 only so far
+    assert s.core.averaged_omega(s.state)[0].tolist() == [0.0, 0.0]  # omega_0 only so far
 
 
 def test_rfedfair_partial_participation_counts_repeated_draws() -> None:
     sizes = [10, 30, 60]
-    s = RFedFair(initial_omega=[np.zeros(1, np.float32)], alpha=0.6, clients_per_round=4, seed=5)
+    s = RFedFair(initial_arrays=[np.zeros(1, np.float32)], alpha=0.6, clients_per_round=4, seed=5)
     params = s.initialize_parameters(None)
     ins = s.configure_fit(3, params, manager_with(sizes))
     drawn = draw_with_replacement(np.array(sizes, float), 4, 5, 3)
-    assert s.multiplicity == drawn and len(ins) == len(drawn)
+    assert s.state.multiplicity == drawn and len(ins) == len(drawn)
     results = [fit_res(k, [np.array([float(k)], np.float32), np.zeros(1)], sizes[k]) for k in drawn]
     omega, _ = parameters_to_ndarrays(s.aggregate_fit(3, results, [])[0])
     assert omega[0] == pytest.approx(sum(k * c for k, c in drawn.items()) / 4)
 
 
 def test_rfedfair_refuses_alpha_below_p() -> None:
-    s = RFedFair(initial_omega=[np.zeros(1, np.float32)], alpha=[0.5, 0.5, 0.5])
+    s = RFedFair(initial_arrays=[np.zeros(1, np.float32)], alpha=[0.5, 0.5, 0.5])
     with pytest.raises(ValueError, match="client 2: 0.5 not in"):
         s.configure_fit(1, s.initialize_parameters(None), manager_with([10, 30, 60]))
 
 
 def test_afl_weights_models_by_lambda_then_ascends_on_losses() -> None:
-    s = AFL(num_clients=2, lr_lambda=0.5, initial_parameters=ndarrays_to_parameters([np.zeros(1)]))
-    s.lam = np.array([0.25, 0.75])
+    s = AFL(num_clients=2, lr_lambda=0.5, initial_arrays=[np.zeros(1)])
+    s.state = replace(s.state, lam=np.array([0.25, 0.75]))
     results = [
         fit_res(0, [np.array([4.0], np.float32)], 10, **{"received-loss": 1.0}),
         fit_res(1, [np.array([0.0], np.float32)], 90, **{"received-loss": 0.2}),
@@ -205,7 +207,7 @@ def test_afl_weights_models_by_lambda_then_ascends_on_losses() -> None:
     new, _ = s.aggregate_fit(1, results, [])
     assert parameters_to_ndarrays(new)[0][0] == pytest.approx(1.0)
     # lambda + 0.5 (1.0, 0.2) = (0.75, 0.85), projected: theta = 0.3 -> (0.45, 0.55).
-    np.testing.assert_allclose(s.lam, [0.45, 0.55])
+    np.testing.assert_allclose(s.state.lam, [0.45, 0.55])
 
 
 def test_qffl_reweights_towards_the_worse_client_and_q0_is_an_average() -> None:
@@ -213,7 +215,7 @@ def test_qffl_reweights_towards_the_worse_client_and_q0_is_an_average() -> None:
     models = {0: [np.array([1.0, 0.0], np.float32)], 1: [np.array([0.0, 1.0], np.float32)]}
     losses = {0: 2.0, 1: 0.5}
     for q in (0.0, 2.0):
-        s = QFFL(q_param=q, qffl_learning_rate=0.1, initial_parameters=ndarrays_to_parameters(w))
+        s = QFFL(q_param=q, qffl_learning_rate=0.1, initial_arrays=w)
         s.pre_weights = w
         results = [fit_res(k, models[k], 10, **{"received-loss": losses[k]}) for k in (0, 1)]
         new = parameters_to_ndarrays(s.aggregate_fit(1, results, [])[0])[0]

@@ -18,12 +18,11 @@ from flwr.common import (
 from torch.nn import functional as F
 
 from fedram_flwr.clients import ScaffoldClient
-from fedram_flwr.clients.scaffold import CONTROL_KEY
 from fedram_flwr.config import Scenario
 from fedram_flwr.engine import InProcessClientProxy, node_context
 from fedram_flwr.experiment import Experiment
 from fedram_flwr.models import build_model, get_weights
-from fedram_flwr.protocol import PARTITION_ID
+from fedram_flwr.protocol import PARTITION_ID, SCAFFOLD_CONTROL
 from fedram_flwr.registry import with_overrides
 from fedram_flwr.strategies import Scaffold
 from fedram_flwr.strategies.scaffold import scaffold_control_update, scaffold_server_update
@@ -140,7 +139,7 @@ def test_client_one_step_and_control_kept_in_state() -> None:
             np.testing.assert_allclose(got, t - lr * (gi - ci + cc), atol=1e-6)
         for dc, gi, ci in zip(arrays[2:], g, c_i):
             np.testing.assert_allclose(dc, gi - ci, atol=1e-6)
-        for kept, gi in zip(state[CONTROL_KEY].to_numpy_ndarrays(), g):
+        for kept, gi in zip(state[SCAFFOLD_CONTROL].to_numpy_ndarrays(), g):
             np.testing.assert_allclose(kept, gi, atol=1e-6)
         c_i = g  # the next round starts from c_i = g(x)
 
@@ -160,7 +159,7 @@ def test_in_process_engine_keeps_the_control_in_context_state(tiny_gaussian: Sce
     params = strategy.initialize_parameters(None)
     ins = FitIns(params, {"server-round": 1, "lr": 0.05})
     first = parameters_to_ndarrays(proxy.fit(ins, None, None).parameters)
-    kept = context.state[CONTROL_KEY].to_numpy_ndarrays()
+    kept = context.state[SCAFFOLD_CONTROL].to_numpy_ndarrays()
     for dc, c_i in zip(first[2:], kept):  # from c_i = 0: Delta c_i = c_i^+
         np.testing.assert_array_equal(dc, c_i)
     second = parameters_to_ndarrays(proxy.fit(ins, None, None).parameters)

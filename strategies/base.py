@@ -1,0 +1,143 @@
+"""The one base of the legacy Flower adapters: a :class:`~fedram_flwr.strategies.core.Core`
+behind Flower's ``Strategy`` (through ``FedAvg``, for its client sampling, config and
+evaluation plumbing).
+
+What every adapter shares is written here once: results taken in partition-id order
+(sums are the same in every engine, whatever order the replies arrived in), the failure
+guard (``accept_failures=False``: a round with a failure aggregates nothing and leaves
+the state as it was), the fit-metrics aggregation, and the rule that a round Flower
+skips (nobody available: ``aggregate_fit`` is not called) still counts: the core
+learns how many rounds elapsed since the last aggregation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from flwr.common import (
+    FitIns,
+    FitRes,
+    NDArrays,
+    Parameters,
+    Scalar,
+    ndarrays_to_parameters,
+    parameters_to_ndarrays,
+)
+from flwr.server.client_manager import ClientManager
+from flwr.server.client_proxy import ClientProxy
+from flwr.server.strategy import FedAvg as FlowerFedAvg
+
+from fedram_flwr.protocol import PARTITION_ID, ClientReply
+from fedram_flwr.strategies.core import Core
+
+
+def client_id(res: FitRes) -> int:
+    """The partition id a client reports in its fit metrics."""
+    return int(res.metrics[PARTITION_ID])
+
+
+def in_partition_order(results: list[tuple[ClientProxy, FitRes]]) -> list[FitRes]:
+    """The results' ``FitRes`` by the clients' partition ids (-1 when a client sends
+    none: a stock Flower client under plain FedAvg)."""
+    return sorted((res for _, res in results), key=lambda r: int(r.metrics.get(PARTITION_ID, -1)))
+
+
+def to_reply(res: FitRes, needs_id: bool = True) -> ClientReply:
+    """A ``FitRes`` as the cores see it; its arrays are decoded when asked for."""
+    pid = client_id(res) if needs_id else int(res.metrics.get(PARTITION_ID, -1))
+    return ClientReply(
+        pid, res.num_examples, res.metrics, lambda: parameters_to_ndarrays(res.parameters)
+    )
+
+
+class ReplyAggregation:
+    """Mixin of ``aggregate_fit`` over a Flower strategy: the guard, the order, the
+    elapsed rounds and the fit metrics; the algorithm is :meth:`aggregate_replies`."""
+
+    accept_failures: bool
+    fit_metrics_aggregation_fn: Any
+    needs_partition_id = True  # False: plain FedAvg also serves stock Flower clients
+    last_round = 0  # the last round aggregated
+
+    def aggregate_replies(
+        self, server_round: int, replies: list[ClientReply], elapsed: int
+    ) -> tuple[NDArrays | None, dict[str, Scalar]]:
+        """The new global arrays (``None``: keep the model) and the round's diagnostics."""
+        raise NotImplementedError
+
+    def aggregate_fit(
+        self,
+        server_round: int,
+        results: list[tuple[ClientProxy, FitRes]],
+        failures: list[tuple[ClientProxy, FitRes] | BaseException],
+    ) -> tuple[Parameters | None, dict[str, Scalar]]:
+        if failures and not self.accept_failures:
+            return None, {}
+        replies = [to_reply(r, self.needs_partition_id) for r in in_partition_order(results)]
+        elapsed, self.last_round = server_round - self.last_round, server_round
+        arrays, diagnostics = self.aggregate_replies(server_round, replies, elapsed)
+        metrics: dict[str, Scalar] = {}
+        if self.fit_metrics_aggregation_fn and replies:
+            metrics = self.fit_metrics_aggregation_fn(
+                [(r.num_examples, r.metrics) for r in replies]
+            )
+        params = None if arrays is None else ndarrays_to_parameters(arrays)
+        return params, {**metrics, **diagnostics}
+
+
+class CoreStrategy(ReplyAggregation, FlowerFedAvg):
+    """A core as a legacy Flower ``Strategy``. ``self.state`` is the core's state,
+    replaced by each aggregation; :meth:`diagnostics` is what the recorder logs.
+
+    Keyword-only constructor: ``initial_arrays`` (the initial model) and Flower
+    ``FedAvg``'s arguments (sampling fractions, ``evaluate_fn``, ``on_fit_config_fn``,
+    ``fit_metrics_aggregation_fn``, ``accept_failures``, ...)."""
+
+    def __init__(self, core: Core, *, initial_arrays: NDArrays, **fedavg_kwargs: Any) -> None:
+        self.core = core
+        self.state = core.init(initial_arrays)
+        super().__init__(
+            initial_parameters=ndarrays_to_parameters(core.arrays(self.state)), **fedavg_kwargs
+        )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.core!r})"
+
+    def diagnostics(self) -> dict[str, Any]:
+        """The core's diagnostics of the current state."""
+        return self.core.diagnostics(self.state)
+
+    def configure_fit(
+        self, server_round: int, parameters: Parameters, client_manager: ClientManager
+    ) -> list[tuple[ClientProxy, FitIns]]:
+        pairs = super().configure_fit(server_round, parameters, client_manager)
+        extra = self.core.fit_config(self.state, server_round)
+        for _, ins in pairs:
+            ins.config.update(extra)
+        return pairs
+
+    def aggregate_replies(
+        self, server_round: int, replies: list[ClientReply], elapsed: int
+    ) -> tuple[NDArrays | None, dict[str, Scalar]]:
+        out = self.core.aggregate(self.state, server_round, replies, elapsed)
+        self.state = out.state
+        return (self.core.arrays(out.state) if out.aggregated else None), out.diagnostics
+
+    def evaluate(
+        self, server_round: int, parameters: Parameters
+    ) -> tuple[float, dict[str, Scalar]] | None:
+        """``evaluate_fn`` on the model part of the arrays; the core's extras beside."""
+        if self.evaluate_fn is None:
+            return None
+        model, extra = self.core.evaluated(parameters_to_ndarrays(parameters))
+        result = self.evaluate_fn(server_round, model, {})
+        if result is None:
+            return None
+        loss, metrics = result
+        return loss, {**metrics, **extra}
+
+
+def replies_by_id(replies: Sequence[ClientReply]) -> dict[int, ClientReply]:
+    """{partition id: reply}."""
+    return {r.partition_id: r for r in replies}

@@ -1,0 +1,46 @@
+"""The wire contract (fedram_flwr/protocol.py): packing layouts and replies."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fedram_flwr import protocol
+from fedram_flwr.protocol import (
+    ClientReply,
+    join_model_control,
+    join_theta_t,
+    split_model_control,
+    split_theta_t,
+)
+
+
+def test_theta_t_is_theta_then_a_float64_scalar_array() -> None:
+    theta = [np.ones((2, 3), np.float32), np.zeros(3, np.float32)]
+    packed = join_theta_t(theta, 0.25)
+    assert len(packed) == 3 and packed[-1].dtype == np.float64 and packed[-1].tolist() == [0.25]
+    back, t = split_theta_t(packed)
+    assert t == 0.25 and all(a is b for a, b in zip(back, theta))
+
+
+def test_model_control_halves() -> None:
+    x = [np.ones(2), np.ones(3)]
+    c = [np.zeros(2), np.full(3, 2.0)]
+    model, control = split_model_control(join_model_control(x, c))
+    assert [a.tolist() for a in model] == [[1, 1], [1, 1, 1]]
+    assert [a.tolist() for a in control] == [[0, 0], [2, 2, 2]]
+
+
+def test_reply_decodes_on_demand_and_names_a_missing_metric() -> None:
+    calls = []
+    reply = ClientReply(3, 10, {"received-loss": 0.5}, lambda: calls.append(1) or [np.ones(1)])
+    assert calls == [] and reply.metric("received-loss") == 0.5
+    assert reply.arrays()[0].tolist() == [1.0] and calls == [1]
+    with pytest.raises(ValueError, match="client 3 sent no 'local-optimum-loss'"):
+        reply.metric(protocol.LOCAL_OPTIMUM)
+
+
+def test_every_key_is_unique_and_kebab_case() -> None:
+    keys = [v for k, v in vars(protocol).items() if k.isupper() and isinstance(v, str)]
+    assert len(keys) == len(set(keys)) >= 20
+    assert all(k == k.lower() and " " not in k and "_" not in k for k in keys)
