@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from fedram_flwr.config import load_scenario
-from fedram_flwr.flwr_engine import DEPLOYMENT_LATENCY_ENV, run_with_flwr
+from fedram_flwr.engines import DEPLOYMENT_LATENCY_ENV, run_with_flwr
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -23,6 +23,12 @@ import yaml
 from fedram_flwr.app_config import parse_overrides
 from fedram_flwr.config import ScenarioError, load_scenario
 from fedram_flwr.data import DatasetNotFoundError
+from fedram_flwr.engines import (
+    DEPLOYMENT_LATENCY_ENV,
+    generate_tls_files,
+    run_in_process,
+    run_with_flwr,
+)
 from fedram_flwr.outputs import RunDirectory
 from fedram_flwr.report import write_report
 
@@ -110,12 +116,6 @@ def cmd_run(args: argparse.Namespace) -> int:
             continue
         tag = f"[{i}/{len(jobs)}] {label} seed {seed}"
         if args.engine in ("flwr", "deployment"):
-            from fedram_flwr.flwr_engine import (
-                DEPLOYMENT_LATENCY_ENV,
-                generate_tls_files,
-                run_with_flwr,
-            )
-
             resolved = run_dir / "requested-scenario.yaml"
             run_dir.mkdir(parents=True, exist_ok=True)
             resolved.write_text(yaml.safe_dump({**variant.to_dict(), "seeds": [seed]}))
@@ -130,8 +130,6 @@ def cmd_run(args: argparse.Namespace) -> int:
                 env=DEPLOYMENT_LATENCY_ENV if deployment else None,
             )
         else:
-            from fedram_flwr.engine import run_in_process
-
             run_in_process(variant, seed, run_dir, label=tag)
     report = write_report(root)
     print(f"fedram: done in {time.monotonic() - t0:.0f} s; report: {report}", file=sys.stderr)

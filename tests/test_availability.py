@@ -16,7 +16,7 @@ from fedram_flwr.availability import (
     ram_probabilities,
     ram_relay,
 )
-from fedram_flwr.engine import InProcessClientProxy, node_context
+from fedram_flwr.engines import InProcessClientProxy, node_context
 from fedram_flwr.registry import ram_rare_clients, ram_rho
 
 

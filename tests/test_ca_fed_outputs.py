@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from fedram_flwr.config import scenario_from_dict
-from fedram_flwr.engine import run_in_process
+from fedram_flwr.engines import run_in_process
 from fedram_flwr.outputs import availability_from_rows, summarise
 from fedram_flwr.plots import client_groups, cumulative_group_weights
 from fedram_flwr.report import write_report

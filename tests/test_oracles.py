@@ -31,7 +31,7 @@ from fedram_flwr.availability import (
     write_trace,
 )
 from fedram_flwr.config import Scenario, ScenarioError, scenario_from_dict
-from fedram_flwr.engine import InProcessClientProxy, node_context, run_in_process
+from fedram_flwr.engines import InProcessClientProxy, node_context, run_in_process
 from fedram_flwr.registry import build_oracle, oracle_rare_clients
 
 
@@ -278,7 +278,7 @@ def test_run_records_availability_and_a_trace_replays_it(
     s = scenario_with(scenario_dict, "markov", params)
     first = run_in_process(s, 0, tmp_path / "markov")
     assert (first.path / "availability.png").is_file()
-    monkeypatch.setattr("fedram_flwr.engine.plot_run", lambda *args: None)  # saves ~2 s
+    monkeypatch.setattr("fedram_flwr.engines.in_process.plot_run", lambda *args: None)  # saves ~2 s
     recorded = read_trace(first.path / "availability.csv", 3)
     assert np.array_equal(recorded, build_oracle(s, 0).availability_matrix(s.rounds))
     trace = scenario_with(scenario_dict, "trace", {"path": str(first.path / "availability.csv")})
