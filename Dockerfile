@@ -19,11 +19,17 @@ RUN mkdir fedram_flwr strategies clients \
  && pip uninstall -y fedram-flwr \
  && rm -rf fedram_flwr strategies clients build ./*.egg-info
 
-# The app itself. `flwr run /app` (service "submit") ships it to the SuperLink as a FAB;
-# the installed copy serves the SuperNodes' and the SuperLink's processes.
-COPY fedram_flwr fedram_flwr
-COPY strategies strategies
-COPY clients clients
-COPY scenarios scenarios
-COPY deploy/healthcheck.py deploy/healthcheck.py
-RUN pip install --no-deps .
+# The app itself: installed from /src (the installed copy serves the SuperNodes' and the
+# SuperLink's processes), then staged to /app as a FAB holds it, strategies/ and clients/
+# inside the package as installed. `flwr run /app` (service "submit") ships it to the
+# SuperLink as a FAB.
+COPY fedram_flwr /src/fedram_flwr
+COPY strategies /src/strategies
+COPY clients /src/clients
+COPY scenarios /src/scenarios
+COPY deploy/healthcheck.py /src/deploy/healthcheck.py
+RUN cp pyproject.toml README.md /src/ \
+ && pip install --no-deps /src \
+ && python -c "import pathlib, fedram_flwr.engines.flwr.staging as s; \
+s.stage_app(pathlib.Path('/src'), pathlib.Path('/app'))" \
+ && rm -rf /src

@@ -17,7 +17,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from fedram_flwr.flwr_engine import DEPLOYMENT_LATENCY_ENV, run_with_flwr
+from fedram_flwr.engines import DEPLOYMENT_LATENCY_ENV, run_with_flwr
 from fedram_flwr.registry import load_scenario
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -36,7 +36,7 @@ import yaml
 
 from fedram_flwr.availability import ram_relay
 from fedram_flwr.config import Scenario
-from fedram_flwr.engine import run_in_process
+from fedram_flwr.engines import run_in_process, run_with_flwr
 from fedram_flwr.experiment import Experiment, hidden_law
 from fedram_flwr.models import get_weights, set_weights
 from fedram_flwr.registry import algorithm_params, load_scenario, with_overrides
@@ -133,8 +133,6 @@ def main() -> None:
             **summarise("in_process", inproc),
         }
         if args.flwr:
-            from fedram_flwr.flwr_engine import run_with_flwr
-
             scen = Path(tmp) / "bench.yaml"
             scen.write_text(yaml.safe_dump({**s.to_dict(), "name": "bench"}))
             t0 = time.perf_counter()

@@ -35,8 +35,12 @@ from typing import Any
 
 import yaml
 
-from fedram_flwr.engine import run_in_process
-from fedram_flwr.flwr_engine import DEPLOYMENT_LATENCY_ENV, generate_tls_files, run_with_flwr
+from fedram_flwr.engines import (
+    DEPLOYMENT_LATENCY_ENV,
+    generate_tls_files,
+    run_in_process,
+    run_with_flwr,
+)
 from fedram_flwr.outputs import RunDirectory
 from fedram_flwr.registry import load_scenario, with_overrides
 

@@ -23,6 +23,12 @@ import yaml
 from fedram_flwr.app_config import parse_overrides
 from fedram_flwr.config import ScenarioError
 from fedram_flwr.data import DatasetNotFoundError
+from fedram_flwr.engines import (
+    DEPLOYMENT_LATENCY_ENV,
+    generate_tls_files,
+    run_in_process,
+    run_with_flwr,
+)
 from fedram_flwr.outputs import RunDirectory, swept_values
 from fedram_flwr.plot_inputs import complete_plot_inputs
 from fedram_flwr.plots import plot_run
@@ -115,12 +121,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         tag = f"[{i}/{len(jobs)}] {label} seed {seed}"
         RunDirectory(run_dir).write_variant(label, swept[label])
         if args.engine in ("flwr", "deployment"):
-            from fedram_flwr.flwr_engine import (
-                DEPLOYMENT_LATENCY_ENV,
-                generate_tls_files,
-                run_with_flwr,
-            )
-
             resolved = run_dir / "requested-scenario.yaml"
             run_dir.mkdir(parents=True, exist_ok=True)
             resolved.write_text(yaml.safe_dump({**variant.to_dict(), "seeds": [seed]}))
@@ -135,8 +135,6 @@ def cmd_run(args: argparse.Namespace) -> int:
                 env=DEPLOYMENT_LATENCY_ENV if deployment else None,
             )
         else:
-            from fedram_flwr.engine import run_in_process
-
             run_in_process(variant, seed, run_dir, label=tag)
         plot_run(run_dir)
     complete_plot_inputs(root)

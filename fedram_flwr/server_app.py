@@ -13,7 +13,7 @@ from flwr.common import Context
 from flwr.server import ServerApp, ServerAppComponents, ServerConfig
 
 from fedram_flwr.app_config import run_settings
-from fedram_flwr.engine import recording_strategy
+from fedram_flwr.engines.in_process import recording_strategy
 from fedram_flwr.experiment import Experiment
 from fedram_flwr.outputs import RunDirectory
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from fedram_flwr.config import Scenario
-from fedram_flwr.engine import run_in_process
+from fedram_flwr.engines import run_in_process
 from fedram_flwr.registry import scenario_from_dict
 from tests.helpers import CA_FED_PI, TINY_GAUSSIAN, tiny_ca_fed_dict
 

@@ -7,6 +7,7 @@ Imported as ``tests.helpers`` (``tests`` is a package; pytest puts the repositor
 from __future__ import annotations
 
 import json
+import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -20,14 +21,8 @@ from flwr.server.client_proxy import ClientProxy
 
 from fedram_flwr.availability import OracleClientManager
 from fedram_flwr.config import Scenario, ScenarioError
-from fedram_flwr.engine import InProcessClientProxy, node_context, run_in_process
-from fedram_flwr.flwr_engine import (
-    TOKEN_ENV,
-    flower_processes,
-    has_env,
-    read_proc,
-    run_with_flwr,
-)
+from fedram_flwr.engines import InProcessClientProxy, node_context, run_in_process, run_with_flwr
+from fedram_flwr.engines.flwr.processes import TOKEN_ENV, has_env, process_table, read_proc
 from fedram_flwr.outputs import RunDirectory
 from fedram_flwr.protocol import PARTITION_ID
 from fedram_flwr.registry import load_scenario, scenario_from_dict
@@ -104,6 +99,53 @@ def final_arrays(run: RunDirectory) -> list[np.ndarray]:
 
 def relayed(run: RunDirectory) -> list[tuple[int, list[int]]]:
     return [(row["round"], row["relayed"]) for row in run.read_metrics() if row["round"] > 0]
+
+
+FLOWER_PROCESS_NAMES = (
+    "bin/flwr ",
+    "flower-superlink",
+    "flower-superexec",
+    "flower-supernode",
+    "flwr-simulation",
+    "flwr-serverapp",
+    "flwr-clientapp",
+    "raylet",
+    "gcs_server",
+    "ray::",
+    "ray/dashboard",
+    "ray/_private",
+    "ray/autoscaler",
+)
+"""Command-line fragments of Flower's and Ray's processes (for ``ps`` checks)."""
+
+
+def flower_processes() -> dict[int, str]:
+    """``ps``: pid -> command of every live Flower / Ray process on the machine."""
+    out = subprocess.run(
+        ["ps", "-eo", "pid=,stat=,args="], capture_output=True, text=True, check=True
+    ).stdout
+    found: dict[int, str] = {}
+    for line in out.splitlines():
+        pid, stat, args = (line.split(None, 2) + ["", ""])[:3]
+        if not stat.startswith("Z") and any(name in args for name in FLOWER_PROCESS_NAMES):
+            found[int(pid)] = args
+    return found
+
+
+def surviving_processes(run_dir: str | Path) -> dict[int, str]:
+    """Processes a finished ``flwr run`` started that are still alive (pid -> command):
+    the ones ``flwr-logs/processes.json`` records (same pid and start time) and any
+    carrying its token. Empty when the run cleaned up after itself."""
+    record = json.loads((Path(run_dir) / "flwr-logs" / "processes.json").read_text())
+    alive: dict[int, str] = {}
+    for p in record["processes"]:
+        info = read_proc(p["pid"])
+        if info is not None and info.start == p["start"] and info.state != "Z":
+            alive[info.pid] = info.cmd
+    for pid, info in process_table().items():
+        if info.state != "Z" and has_env(pid, TOKEN_ENV, record["token"]):
+            alive[pid] = info.cmd
+    return alive
 
 
 def started_by(runs: list[RunDirectory]) -> tuple[set[str], dict[int, int]]:

@@ -36,7 +36,7 @@ from fedram_flwr.availability import (
     RandomAccessClientManager,
     ram_relay,
 )
-from fedram_flwr.engine import InProcessClientProxy, node_context
+from fedram_flwr.engines import InProcessClientProxy, node_context
 from fedram_flwr.strategies import CAFed, FedAR, FedCVaRAvg
 
 EXAMPLES = APP_ROOT / "examples"

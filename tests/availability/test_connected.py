@@ -8,7 +8,7 @@ from flwr.common import FitIns, Parameters
 
 from fedram_flwr.availability import ConnectedClientManager
 from fedram_flwr.config import Scenario
-from fedram_flwr.engine import InProcessClientProxy, node_context, run_in_process
+from fedram_flwr.engines import InProcessClientProxy, node_context, run_in_process
 from fedram_flwr.registry import with_overrides
 from tests.helpers import client_fn, partition_of
 

@@ -16,7 +16,7 @@ from fedram_flwr.availability import (
     TraceClientManager,
     read_trace,
 )
-from fedram_flwr.engine import InProcessClientProxy, node_context
+from fedram_flwr.engines import InProcessClientProxy, node_context
 from tests.helpers import client_fn, register_clients
 
 

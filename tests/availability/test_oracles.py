@@ -21,7 +21,7 @@ from fedram_flwr.availability import (
     ram_relay,
 )
 from fedram_flwr.config import ScenarioError
-from fedram_flwr.engine import InProcessClientProxy, node_context
+from fedram_flwr.engines import InProcessClientProxy, node_context
 from fedram_flwr.experiment import build_oracle, hidden_law, rare_clients
 from fedram_flwr.registry import with_overrides
 from tests.helpers import (

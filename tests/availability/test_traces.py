@@ -17,7 +17,7 @@ from fedram_flwr.availability import (
     write_trace,
 )
 from fedram_flwr.config import ScenarioError
-from fedram_flwr.engine import run_in_process
+from fedram_flwr.engines import run_in_process
 from fedram_flwr.experiment import build_oracle
 from tests.helpers import MARKOV_LAM, MARKOV_PI, scenario_with
 

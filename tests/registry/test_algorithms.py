@@ -15,7 +15,7 @@ from flwr.common import parameters_to_ndarrays
 from flwr.common.logger import FLOWER_LOGGER
 from flwr.server import Server
 
-from fedram_flwr.engine import InProcessClientProxy, node_context
+from fedram_flwr.engines import InProcessClientProxy, node_context
 from fedram_flwr.experiment import Experiment
 from fedram_flwr.models import get_weights
 from fedram_flwr.registry import ALGORITHMS, ORACLES, algorithm_params, scenario_from_dict
@@ -74,7 +74,7 @@ class CountingProxy(InProcessClientProxy):
 
 def run_one_round(exp: Experiment) -> tuple[list[np.ndarray], int]:
     """One round through Flower's legacy server loop, clients in-process (as
-    :func:`fedram_flwr.engine.run_in_process` runs them, without recording): the final
+    :func:`fedram_flwr.engines.run_in_process` runs them, without recording): the final
     arrays and how many clients trained."""
     manager, k = exp.client_manager(), exp.scenario.data.num_clients
 

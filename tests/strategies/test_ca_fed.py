@@ -17,7 +17,7 @@ from fedram_flwr.clients import CAFedClient, ERMClient
 from fedram_flwr.clients.ca_fed import local_optimum_loss
 from fedram_flwr.config import ScenarioError
 from fedram_flwr.data import dirichlet_partition, leaf_synthetic
-from fedram_flwr.engine import InProcessClientProxy, node_context, run_in_process
+from fedram_flwr.engines import InProcessClientProxy, node_context, run_in_process
 from fedram_flwr.experiment import Experiment
 from fedram_flwr.models import build_model, get_weights, set_weights
 from fedram_flwr.protocol import LOCAL_OPTIMUM, RECEIVED_LOSS, REPORT_LOCAL_OPTIMUM

@@ -14,7 +14,7 @@ from torch.nn import functional as F
 from fedram_flwr.availability import ram_relay
 from fedram_flwr.clients import CVaRClient
 from fedram_flwr.config import Scenario
-from fedram_flwr.engine import run_in_process
+from fedram_flwr.engines import run_in_process
 from fedram_flwr.models import build_model, get_weights
 from fedram_flwr.protocol import PARTITION_ID, join_theta_t, split_theta_t
 from fedram_flwr.registry import with_overrides

@@ -13,7 +13,7 @@ import pytest
 from flwr.common import Code, FitRes, Status, ndarrays_to_parameters, parameters_to_ndarrays
 
 from fedram_flwr.config import Scenario, ScenarioError
-from fedram_flwr.engine import run_in_process
+from fedram_flwr.engines import run_in_process
 from fedram_flwr.experiment import Experiment
 from fedram_flwr.protocol import PARTITION_ID
 from fedram_flwr.registry import with_overrides

@@ -19,7 +19,7 @@ from torch.nn import functional as F
 
 from fedram_flwr.clients import ScaffoldClient
 from fedram_flwr.config import Scenario
-from fedram_flwr.engine import InProcessClientProxy, node_context
+from fedram_flwr.engines import InProcessClientProxy, node_context
 from fedram_flwr.experiment import Experiment
 from fedram_flwr.models import build_model, get_weights
 from fedram_flwr.protocol import PARTITION_ID, SCAFFOLD_CONTROL

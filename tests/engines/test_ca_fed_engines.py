@@ -5,7 +5,7 @@ per round (so the same selected clients), and bit-identical final models. The CA
 case estimates pi, lambda and takes each client's F_k* from its ``Context.state``
 (``loss_floor: local-optimum``), which must survive Flower re-creating client objects;
 the Unbiased case is oracle-informed. Both ``flwr run`` runs go in parallel; afterwards
-no process they started may be alive (as in test_engines.py)."""
+no process they started may be alive (as in test_flwr.py)."""
 
 from __future__ import annotations
 

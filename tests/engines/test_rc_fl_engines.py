@@ -2,7 +2,7 @@
 run .``): K = 2 draws with replacement by p_i among three clients (the strategy's own
 ``get_properties`` queries, repeated draws, eta averaged with omega), 4 rounds on the
 tiny 2-D Gaussian scenario, compared exactly (final arrays, who trained each round,
-the fairness metrics). Started processes are checked as in ``test_engines.py``."""
+the fairness metrics). Started processes are checked as in ``test_flwr.py``."""
 
 from __future__ import annotations
 

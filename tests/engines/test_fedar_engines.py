@@ -5,7 +5,7 @@ The tiny 3-client Gaussian scenario under Bernoulli availability p = (1, 0.6, 0.
 variate c_i, kept in ``Context.state``, is read back in rounds 2-8 (a lost state
 restarts c_i at zero and changes the model); FedAR's cut-off g(t) = 1 + t / 4 drops
 client 2's update when it is stale. The two ``flwr run`` runs go in parallel, as in
-``test_engines.py``. The final models must agree exactly: every client's draws come from
+``test_flwr.py``. The final models must agree exactly: every client's draws come from
 (seed, round, id), both engines run the same NumPyClient on the same arrays, and the
 server folds the updates in partition order with the same float32 numpy operations, so
 no tolerance is needed (a float difference would be a real divergence).

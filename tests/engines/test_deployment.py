@@ -29,16 +29,15 @@ import pytest
 import yaml
 
 from fedram_flwr.app_config import APP_ROOT
-from fedram_flwr.engine import run_in_process
-from fedram_flwr.flwr_engine import (
+from fedram_flwr.engines import (
     DEPLOYMENT_LATENCY_ENV,
     generate_tls_files,
+    run_in_process,
     run_with_flwr,
-    surviving_processes,
 )
 from fedram_flwr.outputs import RunDirectory
 from fedram_flwr.registry import load_scenario, with_overrides
-from tests.helpers import final_arrays
+from tests.helpers import final_arrays, surviving_processes
 
 pytestmark = pytest.mark.flwr
 

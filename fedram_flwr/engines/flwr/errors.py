@@ -1,0 +1,57 @@
+"""What a failed ``flwr run`` reports: its error type, the root cause found in a log, and
+the last lines of a log."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+LOG_TAIL = 60
+"""Lines of a log kept (and shown) when a run fails."""
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_EXCEPTION_LINE = re.compile(r"^(\w+\.)*\w*(Error|Exception|Interrupt)\w*: .+")
+_EXIT_CODE_LINE = re.compile(r"Exit Code: \d+")
+
+
+class FlwrRunError(RuntimeError):
+    """A ``flwr run`` failed, timed out or left no complete run directory."""
+
+
+def log_tail(path: Path, lines: int = LOG_TAIL) -> str:
+    """The last ``lines`` lines of a log file, or ``(no log)``."""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def root_cause(lines: Iterable[str]) -> str | None:
+    """The last exception line (``ValueError: ...``) in a log, else Flower's last
+    ``Exit Code: N`` line, else None."""
+    exception = exit_code = None
+    for line in lines:
+        clean = ANSI.sub("", line).strip()
+        if _EXCEPTION_LINE.match(clean):
+            exception = clean
+        elif _EXIT_CODE_LINE.search(clean):
+            exit_code = clean
+    return exception or exit_code
+
+
+def run_error(
+    message: str, cli_tail: Iterable[str], cli_log: Path, superlink_log: Path
+) -> FlwrRunError:
+    """A FlwrRunError naming the root cause (from the ``flwr run`` output, else the
+    SuperLink's log), followed by the tails of both logs."""
+    cli_tail = list(cli_tail)
+    cause = root_cause(cli_tail) or root_cause(log_tail(superlink_log).splitlines())
+    return FlwrRunError(
+        f"{message}"
+        + (f": {cause}" if cause else "")
+        + f"\n--- flwr run, last lines ({cli_log}) ---\n"
+        + "\n".join(ANSI.sub("", line) for line in cli_tail[-40:])
+        + f"\n--- superlink, last lines ({superlink_log}) ---\n"
+        + ANSI.sub("", log_tail(superlink_log, 15))
+    )

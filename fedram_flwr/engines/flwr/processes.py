@@ -1,0 +1,237 @@
+"""The processes of one ``flwr run``: reading /proc, tracking what a run started, starting
+and stopping Flower's executables, free loopback ports.
+
+A run's processes are the roots it started by pid, their descendants (found by walking
+the process tree, polled during the run) and every process carrying the run's token in
+its environment (``flower-superexec`` and Ray start theirs in sessions of their own).
+They are signalled by pid / process group only: nothing else on the machine is touched.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from fedram_flwr.engines.flwr.errors import FlwrRunError
+
+TOKEN_ENV = "FEDRAM_FLWR_RUN_TOKEN"
+"""Every process a run starts (and their descendants) carries this variable."""
+
+# Flower's defaults (8000, 9091-9096) and the managed ``local`` SuperLink's (39091/3).
+_RESERVED_PORTS = frozenset({8000, 9091, 9092, 9093, 9094, 9095, 9096, 39091, 39093})
+
+
+@dataclass(frozen=True)
+class ProcInfo:
+    """One process as /proc reports it (``start`` in clock ticks since boot)."""
+
+    pid: int
+    ppid: int
+    pgid: int
+    start: int
+    state: str
+    cmd: str
+
+
+def read_proc(pid: int) -> ProcInfo | None:
+    """/proc/<pid> as a ProcInfo, or None if it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    # comm (field 2) may hold spaces and parentheses: split after the last ')'.
+    comm = stat[stat.find("(") + 1 : stat.rfind(")")]
+    fields = stat[stat.rfind(")") + 2 :].split()
+    cmd = raw.replace(b"\0", b" ").decode(errors="replace").strip() or f"[{comm}]"
+    return ProcInfo(pid, int(fields[1]), int(fields[2]), int(fields[19]), fields[0], cmd)
+
+
+def process_table() -> dict[int, ProcInfo]:
+    """Every process currently visible in /proc."""
+    table: dict[int, ProcInfo] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (info := read_proc(int(entry))) is not None:
+            table[info.pid] = info
+    return table
+
+
+def has_env(pid: int, name: str, value: str) -> bool:
+    """Whether process ``pid`` has ``name=value`` in its environment (own user only)."""
+    try:
+        env = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+    return f"{name}={value}".encode() in env.split(b"\0")
+
+
+class ProcessTracker:
+    """The processes one run started: roots given by pid, their descendants and every
+    process carrying the run's token; ``stop`` signals exactly those."""
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+        self.known: dict[int, ProcInfo] = {}
+        self._lock = threading.Lock()
+
+    def add_root(self, pid: int) -> None:
+        if (info := read_proc(pid)) is not None:
+            with self._lock:
+                self.known[pid] = info
+
+    def _ours(self, info: ProcInfo) -> bool:
+        seen = self.known.get(info.pid)
+        return seen is not None and seen.start == info.start
+
+    def scan(self) -> None:
+        """Add the live descendants of known processes and the token's processes."""
+        table = process_table()
+        children: dict[int, list[int]] = collections.defaultdict(list)
+        for info in table.values():
+            children[info.ppid].append(info.pid)
+        with self._lock:
+            stack = [pid for pid, info in table.items() if self._ours(info)]
+            # A process read just after its exec (or as a zombie) shows "[comm]" instead of
+            # its command line: keep the full one once seen.
+            self.known.update(
+                {pid: table[pid] for pid in stack if not table[pid].cmd.startswith("[")}
+            )
+            stack += [
+                pid
+                for pid in table
+                if pid not in self.known and has_env(pid, TOKEN_ENV, self.token)
+            ]
+            while stack:
+                pid = stack.pop()
+                if pid in table and not self._ours(table[pid]):
+                    self.known[pid] = table[pid]
+                stack.extend(c for c in children.get(pid, ()) if not self._ours(table[c]))
+
+    def alive(self) -> list[ProcInfo]:
+        """Known processes still running (zombies excluded: they hold no resources)."""
+        with self._lock:
+            known = dict(self.known)
+        live = []
+        for pid, seen in known.items():
+            info = read_proc(pid)
+            if info is not None and info.start == seen.start and info.state != "Z":
+                live.append(info)
+        return live
+
+    def _signal(self, procs: Iterable[ProcInfo], sig: signal.Signals) -> None:
+        procs = list(procs)
+        # Groups led by one of our processes hold only its descendants: ours.
+        leaders = {p.pid for p in procs} | {p.pid for p in self.known.values()}
+        for pgid in sorted({p.pgid for p in procs if p.pgid in leaders}):
+            try:
+                os.killpg(pgid, sig)
+            except OSError:
+                pass
+        for p in procs:
+            try:
+                os.kill(p.pid, sig)
+            except OSError:
+                pass
+
+    def stop(self, grace: float = 5.0) -> list[ProcInfo]:
+        """SIGTERM, then SIGKILL after ``grace`` s, every process of the run; returns
+        the ones still alive afterwards (normally none)."""
+        self.scan()
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+            live = self.alive()
+            if not live:
+                break
+            self._signal(live, sig)
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline:
+                self.scan()  # children forked while we were signalling
+                if not self.alive():
+                    break
+                time.sleep(0.1)
+        return self.alive()
+
+    def record(self, path: Path) -> None:
+        """Write the tracked processes (pid, start, command) as JSON."""
+        with self._lock:
+            rows = [{**asdict(p), "cmd": p.cmd[:300]} for p in self.known.values()]
+        path.write_text(json.dumps({"token": self.token, "processes": rows}, indent=2))
+
+    def spawn(
+        self, cmd: list[str], log: Path, cwd: Path, env: Mapping[str, str]
+    ) -> subprocess.Popen:
+        """Start a tracked process in a session of its own, its output to ``log``."""
+        with log.open("w") as fh:
+            proc = subprocess.Popen(
+                cmd,
+                cwd=cwd,
+                env=dict(env),
+                stdin=subprocess.DEVNULL,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.add_root(proc.pid)
+        return proc
+
+
+def flower_env(home: Path, token: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of every process a run starts: this one's, with its private
+    ``FLWR_HOME``, the run's token, no runtime dependency installation or update check,
+    this interpreter's folder first on PATH (the SuperLink starts ``flower-superexec`` /
+    ``flwr-simulation`` by name), loopback past any proxy, then ``extra``."""
+    env = dict(os.environ)
+    env.update(
+        FLWR_HOME=str(home),
+        FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION="1",
+        FLWR_DISABLE_UPDATE_CHECK="1",
+        PYTHONUNBUFFERED="1",
+        PATH=os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
+        **{TOKEN_ENV: token},
+    )
+    env.update(extra or {})
+    env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    for key in ("no_proxy", "NO_PROXY"):  # the CLI talks HTTP to 127.0.0.1
+        env[key] = ",".join(filter(None, [env.get(key), "127.0.0.1", "localhost"]))
+    return env
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL a process started in a session of its own and its process group at once
+    (like a device losing power), and reap it."""
+    for kill in (os.killpg, os.kill):
+        with contextlib.suppress(OSError):
+            kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=5)
+
+
+def free_port() -> int:
+    """A free loopback TCP port outside Flower's default ports."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _RESERVED_PORTS:
+            return port
+
+
+def executable(name: str) -> str:
+    """Flower's console script beside this interpreter (the venv), else on PATH."""
+    local = Path(sys.executable).parent / name
+    if local.is_file():
+        return str(local)
+    found = shutil.which(name)
+    if found is None:
+        raise FlwrRunError(f"`{name}` not found: install flwr[simulation] in this environment")
+    return found

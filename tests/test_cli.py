@@ -1,0 +1,170 @@
+"""``fedram run / report / show`` on the tiny scenario swept over two alphas: resuming a
+sweep, ``--variant``, the report and the resolved scenario, exit codes, and the status a
+failing run leaves."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fedram_flwr.cli import main
+from fedram_flwr.outputs import RunDirectory
+from fedram_flwr.strategies import FedCVaRAvg
+from tests.helpers import TINY_GAUSSIAN
+
+LABELS = ["alpha=1.0", "alpha=0.1"]
+
+
+@pytest.fixture(autouse=True)
+def no_run_plots(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One run's figures are not what these tests check (saves ~1 s per run)."""
+    monkeypatch.setattr("fedram_flwr.cli.plot_run", lambda *args: None)
+
+
+def write_scenario(folder: Path, **changes: Any) -> Path:
+    raw = copy.deepcopy(TINY_GAUSSIAN)
+    raw["sweep"] = {"algorithm.alpha": [1.0, 0.1]}
+    for dotted, value in changes.items():
+        *parents, key = dotted.split(".")
+        section = raw
+        for name in parents:
+            section = section[name]
+        section[key] = value
+    path = folder / "tiny.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+def fedram(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of ``fedram ARGV``."""
+    capsys.readouterr()
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def without_timings(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in row.items() if not k.endswith("seconds")} for row in rows]
+
+
+def stub_report(root: Path) -> Path:
+    """``write_report`` without its figures, for tests of the runs alone."""
+    (root / "report.md").write_text("report\n")
+    return root / "report.md"
+
+
+def test_variant_runs_only_that_variant_and_a_rerun_resumes(
+    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("fedram_flwr.cli.write_report", stub_report)
+    scenario, out = write_scenario(tmp_path), tmp_path / "runs"
+    code, _, err = fedram(capsys, "run", scenario, "--out", out, "--variant", "alpha=0.1")
+    assert code == 0, err
+    root = out / "tiny-gaussian"
+    run = RunDirectory(root / "alpha=0.1" / "seed0")
+    assert run.status() == "complete"
+    assert [r["round"] for r in run.read_metrics()] == list(range(7))
+    assert not (root / "alpha=1.0").exists()
+    metrics = run.metrics_path.read_bytes()
+    results = without_timings(run.read_metrics())
+    status = (run.path / "status.json").read_bytes()
+
+    # A complete run is skipped: nothing of it is rewritten.
+    code, _, err = fedram(capsys, "run", scenario, "--out", out, "--variant", "alpha=0.1")
+    assert code == 0 and "[1/1] alpha=0.1 seed 0: complete, skipped" in err
+    assert run.metrics_path.read_bytes() == metrics
+    assert (run.path / "status.json").read_bytes() == status
+
+    # A run left in any other state is run again from the start.
+    run.set_status("failed", error="RuntimeError: killed")
+    run.metrics_path.write_text(json.dumps({"round": 0}) + "\n")
+    code, _, err = fedram(capsys, "run", scenario, "--out", out, "--variant", "alpha=0.1")
+    assert code == 0 and "skipped" not in err
+    assert run.status() == "complete"
+    assert without_timings(run.read_metrics()) == results  # the same run, recorded afresh
+
+
+def test_unknown_variant_exits_2_listing_the_allowed_labels(tmp_path: Path, capsys) -> None:
+    scenario, out = write_scenario(tmp_path), tmp_path / "runs"
+    code, _, err = fedram(capsys, "run", scenario, "--out", out, "--variant", "alpha=0.5")
+    assert code == 2
+    assert "--variant" in err and "alpha=0.5" in err
+    assert "allowed: alpha=1.0, alpha=0.1" in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("changes", "argv", "named"),
+    [
+        ({"training.lrr": 0.1}, [], "training.lrr"),
+        ({"training.lr": "fast"}, [], "training.lr"),
+        ({}, ["--set", "training.lr=-1"], "training.lr"),
+        ({}, ["--set", "rounds"], "rounds"),
+        ({}, ["--tls"], "--tls"),
+    ],
+)
+def test_bad_input_exits_2_naming_the_field(
+    tmp_path: Path, capsys, changes: dict[str, Any], argv: list[str], named: str
+) -> None:
+    scenario, out = write_scenario(tmp_path, **changes), tmp_path / "runs"
+    code, stdout, err = fedram(capsys, "run", scenario, "--out", out, *argv)
+    assert code == 2
+    assert err.startswith("fedram: error: ") and named in err
+    assert stdout == "" and not out.exists()
+
+
+def test_missing_files_exit_2(tmp_path: Path, capsys) -> None:
+    code, _, err = fedram(capsys, "run", tmp_path / "nope.yaml")
+    assert code == 2 and "nope.yaml" in err
+    code, _, err = fedram(capsys, "report", tmp_path / "no-runs")
+    assert code == 2 and "no-runs" in err
+    code, _, err = fedram(capsys, "show", tmp_path / "nope.yaml")
+    assert code == 2 and "nope.yaml" in err
+
+
+def test_show_prints_the_resolved_scenario_and_its_variants(tmp_path: Path, capsys) -> None:
+    code, out, _ = fedram(capsys, "show", write_scenario(tmp_path))
+    assert code == 0
+    body, _, tail = out.partition("variant: ")
+    shown = yaml.safe_load(body)
+    assert shown["name"] == "tiny-gaussian" and shown["rounds"] == 6
+    assert shown["availability"]["params"]["rho"] == [0.5, 0.4, 0.1]
+    assert shown["sweep"] == {"algorithm.alpha": [1.0, 0.1]}
+    assert ("variant: " + tail).splitlines() == [f"variant: {label}" for label in LABELS]
+
+
+def test_report_tabulates_every_variant_of_the_runs(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "runs"
+    code, run_stdout, err = fedram(capsys, "run", write_scenario(tmp_path), "--out", out)
+    assert code == 0, err
+    root = out / "tiny-gaussian"
+    code, report, err = fedram(capsys, "report", root)
+    assert code == 0 and f"wrote {root / 'report.md'}" in err
+    assert report.strip() == (root / "report.md").read_text().strip() == run_stdout.strip()
+    assert report.startswith(f"# Results under {root}")
+    rows = [line.split("|")[1:3] for line in report.splitlines() if line.startswith("| alpha=")]
+    # One row per variant in each table, one seed each.
+    assert sorted({label.strip() for label, _ in rows}) == sorted(LABELS)
+    assert all(seeds.strip() == "1" for _, seeds in rows)
+    assert len(rows) % 2 == 0 and len(rows) >= 4
+
+
+def test_a_run_that_raises_is_marked_failed(tmp_path: Path, capsys, monkeypatch) -> None:
+    def boom(self, server_round, results, failures):
+        raise RuntimeError(f"aggregation broke in round {server_round}")
+
+    monkeypatch.setattr(FedCVaRAvg, "aggregate_fit", boom)
+    out = tmp_path / "runs"
+    with pytest.raises(RuntimeError, match="aggregation broke in round 1"):
+        main(["run", str(write_scenario(tmp_path)), "--out", str(out), "--variant", LABELS[0]])
+    run = RunDirectory(out / "tiny-gaussian" / LABELS[0] / "seed0")
+    status = json.loads((run.path / "status.json").read_text())
+    assert status["status"] == "failed"
+    assert status["error"] == "RuntimeError: aggregation broke in round 1"
+    assert "boom" in status["traceback"]
+    assert [r["round"] for r in run.read_metrics()] == [0]

@@ -1,0 +1,138 @@
+"""The first-party import graph has no cycle.
+
+Every module of ``fedram_flwr``, ``strategies/`` (``fedram_flwr.strategies``) and
+``clients/`` (``fedram_flwr.clients``) is parsed with :mod:`ast`; every import counts,
+function-level and ``TYPE_CHECKING`` ones included, relative ones resolved, and
+``from x import y`` points at module ``x.y`` when there is one. Importing ``a.b.c`` also
+runs the packages ``a.b`` and ``a`` first: those count too, except the importer's own
+ancestors (already being imported when it runs).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from fedram_flwr.app_config import APP_ROOT
+
+ROOTS = {
+    "fedram_flwr": APP_ROOT / "fedram_flwr",
+    "fedram_flwr.strategies": APP_ROOT / "strategies",
+    "fedram_flwr.clients": APP_ROOT / "clients",
+}
+
+Graph = dict[str, dict[str, int]]
+"""module -> {imported module: line of the first such import}"""
+
+
+def modules() -> dict[str, Path]:
+    """Dotted name -> file of every first-party module (a package is its __init__.py)."""
+    found: dict[str, Path] = {}
+    for prefix, root in ROOTS.items():
+        for path in sorted(root.rglob("*.py")):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join([prefix, *parts])] = path
+    return found
+
+
+def _ancestors(name: str) -> list[str]:
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def imported_names(module: str, is_package: bool, tree: ast.AST) -> list[tuple[str, int]]:
+    """(dotted name, line) of every import in ``tree``, relative ones resolved."""
+    package = module if is_package else module.rpartition(".")[0]
+    names: list[tuple[str, int]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [(alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            names.append((base, node.lineno))
+            names += [(f"{base}.{alias.name}", node.lineno) for alias in node.names]
+    return names
+
+
+def import_graph(sources: dict[str, tuple[str, bool]]) -> Graph:
+    """Edges between first-party modules, from {module: (source, is a package)} (see
+    the module docstring)."""
+    graph: Graph = {}
+    for module, (source, is_package) in sources.items():
+        edges = graph.setdefault(module, {})
+        own = set(_ancestors(module)) | {module}
+        for name, line in imported_names(module, is_package, ast.parse(source)):
+            for target in [*_ancestors(name), name]:
+                if target in sources and target not in own:
+                    edges.setdefault(target, line)
+    return graph
+
+
+def first_party_sources(files: dict[str, Path]) -> dict[str, tuple[str, bool]]:
+    return {m: (p.read_text(), p.name == "__init__.py") for m, p in files.items()}
+
+
+def find_cycle(graph: Graph) -> list[str] | None:
+    """One cycle as [a, b, ..., a], or None (depth-first search)."""
+    state: dict[str, int] = {}  # 1: on the stack, 2: done
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, {})):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt) :] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def describe(cycle: list[str], graph: Graph, files: dict[str, Path]) -> str:
+    return "\n".join(
+        f"  {a} -> {b}  ({files[a].relative_to(APP_ROOT)}:{graph[a][b]})"
+        for a, b in zip(cycle, cycle[1:])
+    )
+
+
+def test_first_party_import_graph_has_no_cycle() -> None:
+    files = modules()
+    graph = import_graph(first_party_sources(files))
+    assert len(files) > 20 and sum(map(len, graph.values())) > 20, "the walk found too little"
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle:\n" + describe(cycle, graph, files)
+
+
+def test_function_level_and_relative_imports_count() -> None:
+    """The walk sees what a cycle hides behind: imports inside functions, relative
+    imports, and ``from package import module``."""
+    source = (
+        "from . import sibling\nfrom ..other import thing\ndef f():\n    import pkg.deep.leaf\n"
+    )
+    names = {n for n, _ in imported_names("pkg.sub.mod", False, ast.parse(source))}
+    assert {"pkg.sub.sibling", "pkg.other", "pkg.other.thing", "pkg.deep.leaf"} <= names
+    graph = {"pkg.sub.mod": {"pkg.deep.leaf": 4}, "pkg.deep.leaf": {"pkg.sub.mod": 1}}
+    assert find_cycle(graph) == ["pkg.deep.leaf", "pkg.sub.mod", "pkg.deep.leaf"]
+    assert find_cycle({"a": {"b": 1}, "b": {}}) is None
+
+
+def test_package_inits_count_but_not_the_importers_own() -> None:
+    """``a.x`` importing ``a.y.z`` runs ``a.y`` first (an edge), never ``a`` (already
+    running); so ``a.y`` importing ``a.x`` closes a cycle through the package."""
+    sources = {"a": "", "a.x": "import a.y.z\n", "a.y": "from a import x\n", "a.y.z": ""}
+    graph = import_graph({m: (text, m in ("a", "a.y")) for m, text in sources.items()})
+    assert graph["a.x"] == {"a.y": 1, "a.y.z": 1}
+    assert find_cycle(graph) == ["a.x", "a.y", "a.x"]
