@@ -28,6 +28,9 @@ from fedram_flwr.protocol import PARTITION_ID
 from fedram_flwr.registry import load_scenario, scenario_from_dict
 
 SEED = 0
+# A Flower-engine run that takes longer has hung: a safety net, never a speed check (a
+# loaded CI machine took up to 5 min for runs that take 1 min on a quiet one).
+RUN_LIMIT_S = 1800
 CA_FED_PI = (0.9, 0.9, 0.6, 0.6, 0.3, 0.3)  # the ca_fed_run fixture's availability
 
 # Fig. 2a shrunk: K=3 users holding one 2-D Gaussian pattern each, RAM rho=(0.5, 0.4, 0.1).
@@ -187,7 +190,7 @@ def run_both_engines(
     before = flower_processes()
     with ThreadPoolExecutor(max_workers=len(scenarios)) as pool:
         futures = {
-            name: pool.submit(run_with_flwr, path, seed, out / f"flwr-{name}", timeout=300)
+            name: pool.submit(run_with_flwr, path, seed, out / f"flwr-{name}", timeout=RUN_LIMIT_S)
             for name, path in scenarios.items()
         }
         local = {
