@@ -160,6 +160,12 @@ def api_examples() -> list[str]:
 
 
 @pytest.mark.parametrize("index", range(len(api_examples())))
-def test_api_doc_examples_run(index: int) -> None:
+def test_api_doc_examples_run_and_check_what_they_show(
+    index: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each example runs from the repository root (its paths are the README's) and
+    asserts what it shows; an example without an assertion checks nothing and fails."""
     code = api_examples()[index]
+    assert re.search(r"^\s*assert ", code, flags=re.M), f"API.md example {index} asserts nothing"
+    monkeypatch.chdir(APP_ROOT)
     exec(compile(code, f"docs/API.md example {index}", "exec"), {"np": np})

@@ -1,6 +1,7 @@
 """Flower's Simulation and Deployment Engines driven through ``flwr run .``.
 
-``run`` drives one run; ``processes`` tracks and stops what it started; ``tls`` makes a
+``run`` drives one run (starting it again when Ray fails to start); ``session`` is one
+attempt in progress; ``processes`` tracks and stops what it started; ``tls`` makes a
 throwaway CA; ``staging`` lays the app out as a FAB; ``health`` waits for the SuperLink;
 ``signals`` keeps the cleanup running through Ctrl-C and SIGTERM; ``errors`` reports.
 """
