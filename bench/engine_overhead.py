@@ -37,7 +37,7 @@ import yaml
 from fedram_flwr.availability import ram_relay
 from fedram_flwr.config import Scenario
 from fedram_flwr.engines import run_in_process, run_with_flwr
-from fedram_flwr.experiment import Experiment, hidden_law
+from fedram_flwr.experiment import Experiment, availability_law
 from fedram_flwr.models import get_weights, set_weights
 from fedram_flwr.registry import algorithm_params, load_scenario, with_overrides
 from fedram_flwr.strategies.fed_cvar_avg import cvar_gradient_weights
@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def plain_loop(s: Scenario, seed: int) -> list[float]:
     """Seconds per round of a bare PyTorch loop doing the engine's local training."""
     exp = Experiment(s, seed)
-    rho, p, t = hidden_law(s, seed), algorithm_params(s), s.training
+    rho, p, t = availability_law(s, seed), algorithm_params(s), s.training
     model = exp.new_model()
     theta, tau = get_weights(model), 0.0
     times = []

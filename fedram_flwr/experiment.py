@@ -36,7 +36,7 @@ def build_oracle(scenario: Scenario, seed: int) -> OracleClientManager:
     return oracle_spec(scenario).build(oracle_params(scenario), scenario, seed)
 
 
-def hidden_law(scenario: Scenario, seed: int) -> np.ndarray:
+def availability_law(scenario: Scenario, seed: int) -> np.ndarray:
     """Each client's long-run availability under the scenario's oracle: for plots, and
     for strategies only when the scenario runs them oracle-informed."""
     return oracle_spec(scenario).law(oracle_params(scenario), scenario, seed)
@@ -62,8 +62,8 @@ class Experiment:
     def data(self) -> FederatedData:
         return load_federated_data(self.scenario.data, self.rare_clients, self.seed)
 
-    def hidden_law(self) -> np.ndarray:
-        return hidden_law(self.scenario, self.seed)
+    def availability_law(self) -> np.ndarray:
+        return availability_law(self.scenario, self.seed)
 
     def new_model(self):
         d = self.data

@@ -20,7 +20,7 @@ def write_plot_inputs(path: Path, exp: Experiment) -> None:
     drawn from the run folder alone. ``relay_law``: the oracle's hidden per-client relay
     probabilities; ``pi`` and ``lam`` when the oracle defines both (Markov); for 2-D data
     the test points, the grid's corners and the final model's predicted class on it."""
-    out: dict[str, np.ndarray] = {"relay_law": np.asarray(exp.hidden_law(), dtype=float)}
+    out: dict[str, np.ndarray] = {"relay_law": np.asarray(exp.availability_law(), dtype=float)}
     law = exp.client_manager().hidden_law()
     if law.lam is not None:
         out.update(pi=np.asarray(law.pi, dtype=float), lam=np.asarray(law.lam, dtype=float))

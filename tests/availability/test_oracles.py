@@ -1,7 +1,7 @@
 """The oracles over the laws (RAM, Bernoulli, Markov, clustered, cyclic): they relay
 their law's draws whatever the strategy asks for, long-run frequencies and lag-1
 autocorrelations match their laws, draws replay from (seed, round) in any order,
-``hidden_law()`` gives each oracle's parameters, bad parameters fail at load with the
+``availability_law()`` gives each oracle's parameters, bad parameters fail at load with the
 field named."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from fedram_flwr.availability import (
 )
 from fedram_flwr.config import ScenarioError
 from fedram_flwr.engines import InProcessClientProxy, node_context
-from fedram_flwr.experiment import build_oracle, hidden_law, rare_clients
+from fedram_flwr.experiment import availability_law, build_oracle, rare_clients
 from fedram_flwr.registry import with_overrides
 from tests.helpers import (
     MARKOV_LAM,
@@ -81,10 +81,10 @@ def test_registry_rare_clients_are_least_likely(tiny_scenario) -> None:
             "availability.params": {"rare_rho": list(RARE_RHO)},
         },
     )
-    rho = hidden_law(s, seed=0)
+    rho = availability_law(s, seed=0)
     assert rho[-3:].tolist() == list(RARE_RHO)
     assert rare_clients(s, seed=0) == (27, 28, 29)
-    assert not np.array_equal(rho, hidden_law(s, seed=1))  # the frequent law depends on the seed
+    assert not np.array_equal(rho, availability_law(s, seed=1))  # frequent law depends on seed
 
 
 # ------------------------------------------------------------------- Bernoulli

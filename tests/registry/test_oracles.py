@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from fedram_flwr.availability import OracleClientManager
-from fedram_flwr.experiment import build_oracle, hidden_law, rare_clients
+from fedram_flwr.experiment import availability_law, build_oracle, rare_clients
 from fedram_flwr.registry import ORACLES, least_available, scenario_from_dict
 from tests.helpers import scenario_error
 
@@ -87,12 +87,12 @@ def test_hidden_laws_in_closed_form(scenario_dict) -> None:
     cyclic = scenario_from_dict(
         oracle_scenario(scenario_dict, "cyclic", {"period": 4, "window": 1})
     )
-    assert hidden_law(cyclic, 0).tolist() == [0.25, 0.25, 0.25]
+    assert availability_law(cyclic, 0).tolist() == [0.25, 0.25, 0.25]
     bern = scenario_from_dict(oracle_scenario(scenario_dict, "bernoulli", {"p_min": 0.2}))
-    assert hidden_law(bern, 0).tolist() == [1.0, 0.6, 0.2]  # linspace(1, p_min, 3)
+    assert availability_law(bern, 0).tolist() == [1.0, 0.6, 0.2]  # linspace(1, p_min, 3)
     assert rare_clients(bern, 0) == (2,)  # one rare client: the least available
     ram = scenario_from_dict(oracle_scenario(scenario_dict, "ram", {"rho": [0.2, 0.7, 0.1]}))
-    assert hidden_law(ram, 0).tolist() == [0.2, 0.7, 0.1]
+    assert availability_law(ram, 0).tolist() == [0.2, 0.7, 0.1]
     assert rare_clients(ram, 0) == (2,)
 
 
