@@ -3,7 +3,8 @@
 A scenario file is the single source of truth of a run. Every section is a frozen
 dataclass; unknown keys and bad values raise :class:`ScenarioError` naming the field
 (``algorithm.alpha``) and the allowed values. This module is the schema only and imports
-nothing from the package: ``algorithm.params`` and ``availability.params`` are checked
+nothing from the package but its leaf :mod:`fedram_flwr.schema` (the error and the
+YAML coercion): ``algorithm.params`` and ``availability.params`` are checked
 by the parameter class registered for their name, in :mod:`fedram_flwr.registry`, whose
 ``load_scenario`` / ``scenario_from_dict`` / ``with_overrides`` (schema + registry) are
 the ways to make a scenario.
@@ -13,9 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import math
-import types
-import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,9 +21,7 @@ from typing import Any, Literal
 
 import yaml
 
-
-class ScenarioError(ValueError):
-    """A scenario file or override is invalid; the message names the field."""
+from fedram_flwr.schema import ScenarioError, build_dataclass, check_range
 
 
 # --------------------------------------------------------------------------- sections
@@ -277,7 +273,7 @@ def read_scenario_file(path: str | Path) -> dict[str, Any]:
 def parse_scenario(raw: Mapping[str, Any]) -> Scenario:
     """The schema half of :func:`fedram_flwr.registry.scenario_from_dict`: types, ranges
     and keys of every section, not the registered ``params``."""
-    return _build(Scenario, raw, "")
+    return build_dataclass(Scenario, raw, "")
 
 
 def apply_overrides(raw: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -317,112 +313,3 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     return value
-
-
-def _build(cls: type, raw: Any, prefix: str) -> Any:
-    """Build dataclass ``cls`` from a mapping, checking keys and types."""
-    where = prefix.rstrip(".") or "scenario"
-    if not isinstance(raw, Mapping):
-        raise ScenarioError(f"{where}: expected a mapping, got {type(raw).__name__}")
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(raw) - set(fields))
-    if unknown:
-        raise ScenarioError(
-            f"{prefix}{unknown[0]}: unknown key; allowed keys of {where}: "
-            f"{', '.join(sorted(fields))}"
-        )
-    kwargs = {}
-    for name, value in raw.items():
-        kwargs[name] = _coerce(hints[name], value, f"{prefix}{name}")
-    missing = [
-        n
-        for n, f in fields.items()
-        if n not in kwargs
-        and f.default is dataclasses.MISSING
-        and f.default_factory is dataclasses.MISSING
-    ]
-    if missing:
-        raise ScenarioError(f"{prefix}{missing[0]}: required key is missing")
-    try:
-        return cls(**kwargs)
-    except ScenarioError:
-        raise
-    except (TypeError, ValueError) as err:  # pragma: no cover - defensive
-        raise ScenarioError(f"{where}: {err}") from None
-
-
-def build_params(cls: type, raw: Mapping[str, Any], prefix: str) -> Any:
-    """Build a registered parameter dataclass (algorithm / oracle params), checking its
-    keys and types; errors name the field as ``prefix`` + key."""
-    return _build(cls, raw, prefix)
-
-
-def _coerce(tp: Any, value: Any, name: str) -> Any:
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if dataclasses.is_dataclass(tp):
-        return _build(tp, value if value is not None else {}, f"{name}.")
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        (inner,) = [a for a in args if a is not type(None)]
-        return _coerce(inner, value, name)
-    if origin is Literal:
-        if value not in args:
-            raise ScenarioError(
-                f"{name}: {value!r} is not allowed; allowed values: {', '.join(map(str, args))}"
-            )
-        return value
-    if origin in (list, tuple):
-        if not isinstance(value, (list, tuple)):
-            raise ScenarioError(f"{name}: expected a list, got {value!r}")
-        return tuple(_coerce(args[0], v, f"{name}[{i}]") for i, v in enumerate(value))
-    if origin in (Mapping, dict) or tp is Mapping:
-        if value is None:
-            return {}
-        if not isinstance(value, Mapping):
-            raise ScenarioError(f"{name}: expected a mapping, got {value!r}")
-        return dict(value)
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise ScenarioError(f"{name}: expected true or false, got {value!r}")
-        return value
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ScenarioError(f"{name}: expected an integer, got {value!r}")
-        return value
-    if tp is float:
-        if isinstance(value, str):
-            try:
-                value = float(value)  # YAML reads 5e-4 as a string
-            except ValueError:
-                raise ScenarioError(f"{name}: expected a number, got {value!r}") from None
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ScenarioError(f"{name}: expected a number, got {value!r}")
-        if not math.isfinite(value):
-            raise ScenarioError(f"{name}: expected a finite number, got {value!r}")
-        return float(value)
-    if tp is str:
-        if not isinstance(value, str):
-            raise ScenarioError(f"{name}: expected a string, got {value!r}")
-        return value
-    return value
-
-
-def check_range(
-    name: str,
-    value: float,
-    lo: float | None,
-    hi: float | None,
-    *,
-    lo_open: bool = False,
-) -> None:
-    """Raise if ``value`` is outside ``[lo, hi]`` (``(lo, hi]`` when ``lo_open``)."""
-    below = lo is not None and (value <= lo if lo_open else value < lo)
-    above = hi is not None and value > hi
-    if below or above:
-        left = "(" if lo_open else "["
-        lo_s = "-inf" if lo is None else f"{lo:g}"
-        hi_s = "inf" if hi is None else f"{hi:g}"
-        raise ScenarioError(f"{name}: {value!r} is outside the allowed range {left}{lo_s}, {hi_s}]")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 SALTS: dict[str, int] = {
-    # data (fedram_flwr.data): per seed
+    # data (fedram_flwr.data.federated): per seed
     "data-split": 0xDA7A,  # class subsampling, partitions, generated data sets
     "test-split": 0x7E57,  # per-client train/validation/test split
     # availability laws (fedram_flwr.availability): per seed, or per (seed, round)

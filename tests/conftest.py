@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from fedram_flwr.config import Scenario
+from fedram_flwr.data import sources
 from fedram_flwr.engines import run_in_process
 from fedram_flwr.registry import scenario_from_dict
 from tests.helpers import CA_FED_PI, TINY_GAUSSIAN, tiny_ca_fed_dict
@@ -56,3 +58,32 @@ def gaussian_run(tmp_path_factory, tiny_gaussian):
     """A finished run of the tiny 2-D scenario in ``<root>/default/seed0``."""
     root = tmp_path_factory.mktemp("runs")
     return root, run_in_process(tiny_gaussian, 0, root / "default" / "seed0")
+
+
+@pytest.fixture
+def offline(monkeypatch, tmp_path: Path) -> list[str]:
+    """No Debian package and no network: torchvision's download fails at once."""
+    import torchvision
+
+    calls: list[str] = []
+
+    def failing_download(self):
+        calls.append(type(self).__name__)
+        raise RuntimeError("Error downloading: no network in tests")
+
+    monkeypatch.setattr(torchvision.datasets.MNIST, "download", failing_download)
+    monkeypatch.setattr(torchvision.datasets.FashionMNIST, "download", failing_download)
+    monkeypatch.setattr(sources, "DEBIAN_FASHION_MNIST", tmp_path / "no-debian-package")
+    return calls
+
+
+@pytest.fixture
+def tiny_ca_fed(ca_fed_dict):
+    """The tiny CA-Fed scenario of conftest.py, ``algorithm`` replacing its algorithm."""
+
+    def build(**algorithm: Any):
+        raw = ca_fed_dict()
+        raw["algorithm"].update(algorithm)
+        return scenario_from_dict(raw)
+
+    return build

@@ -7,6 +7,7 @@ Imported as ``tests.helpers`` (``tests`` is a package; pytest puts the repositor
 from __future__ import annotations
 
 import json
+import pickle
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -16,8 +17,12 @@ import numpy as np
 import pytest
 import yaml
 from flwr.client import NumPyClient
-from flwr.common import Context, GetPropertiesIns
+from flwr.common import (
+    Context,
+    GetPropertiesIns,
+)
 from flwr.server.client_proxy import ClientProxy
+from scipy.io import savemat
 
 from fedram_flwr.availability import OracleClientManager
 from fedram_flwr.config import Scenario, ScenarioError
@@ -308,3 +313,64 @@ def write_run(
     if variant is not None:
         run.write_variant(label, variant)
     return run
+
+
+def write_cifar10(root: Path, per_batch: int = 20) -> np.ndarray:
+    """A tiny CIFAR-10 in its python format under ``root``: five training batches and a
+    test batch; returns the first batch's raw data."""
+    folder = root / "cifar-10-batches-py"
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    first = None
+    for name in [*(f"data_batch_{i}" for i in range(1, 6)), "test_batch"]:
+        data = rng.integers(0, 256, (per_batch, 3072), dtype=np.uint8)
+        labels = [i % 10 for i in range(per_batch)]
+        with (folder / name).open("wb") as fh:
+            pickle.dump({"data": data, "labels": labels, "batch_label": name}, fh)
+        first = data if first is None else first
+    with (folder / "batches.meta").open("wb") as fh:
+        pickle.dump({"label_names": [f"class{c}" for c in range(10)]}, fh)
+    return first
+
+
+def write_svhn(folder: Path, n: int = 6) -> tuple[np.ndarray, np.ndarray]:
+    """A tiny SVHN (``train_32x32.mat`` and ``test_32x32.mat``, the same ``n`` images);
+    returns the raw ``X`` and ``y``."""
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(1)
+    x = rng.integers(0, 256, (32, 32, 3, n), dtype=np.uint8)
+    y = (np.arange(n) % 10 + 1).astype(np.uint8).reshape(-1, 1)  # 10 is the digit 0
+    for name in ("train_32x32.mat", "test_32x32.mat"):
+        savemat(folder / name, {"X": x, "y": y})
+    return x, y
+
+
+def random_rcfl_instance(rng: np.random.Generator, n: int):
+    """Random RC-FL losses, weights p on the simplex and alpha_i in [p_i, 1]."""
+    losses = rng.exponential(1.0, n)
+    p = rng.dirichlet(np.ones(n))
+    alpha = rng.uniform(p, 1.0)  # alpha_i in [p_i, 1]
+    return losses, p, alpha
+
+
+# Quadratic clients f_i(y) = a_i / 2 (y - b_i)^2 per coordinate: grad a_i (y - b_i); the
+# optimum of the mean is sum a_i b_i / sum a_i.
+QUAD_A = np.array([1.0, 4.0, 0.5])
+QUAD_B = np.array([[2.0, -1.0], [-1.0, 3.0], [5.0, 0.0]])
+
+
+def quad_grad(i: int, y: np.ndarray) -> np.ndarray:
+    """grad f_i(y) = a_i (y - b_i) of the quadratic clients ``QUAD_A``, ``QUAD_B``."""
+    return QUAD_A[i] * (y - QUAD_B[i])
+
+
+def scaffold_local_steps(
+    i: int, x: np.ndarray, c_i, c, k: int, lr: float
+) -> tuple[np.ndarray, list]:
+    """SCAFFOLD Alg. 1 line 10, K times, on quadratic client ``i``; returns y_i and the
+    gradients met on the way."""
+    y, grads = x.copy(), []
+    for _ in range(k):
+        grads.append(quad_grad(i, y))
+        y = y - lr * (grads[-1] - c_i + c)
+    return y, grads

@@ -28,7 +28,10 @@ def test_estimator_error_bench_decreases_with_observations() -> None:
 
 
 def test_selection_bench_times_one_selection() -> None:
+    """The row's shape and order only: how long a selection takes is the bench's to
+    report (bench/results), not a test's to bound on a loaded machine."""
     bench = load_bench("ca_fed_selection")
     row = bench.selection_times(200, repeats=2, warmup=3)
-    assert row["clients"] == 200 and 0 < row["included"] <= 200
-    assert 0 < row["total_median_s"] < 1.0
+    assert row["clients"] == 200 and row["repeats"] == 2 and 0 < row["included"] <= 200
+    for part in ("estimators", "get", "total", "total_cpu"):
+        assert 0 <= row[f"{part}_min_s"] <= row[f"{part}_median_s"]

@@ -21,8 +21,6 @@ def build_error(raw: dict) -> str:
 
 
 # ---------------------------------------------------------------- valid input
-
-
 def test_tiny_scenario_is_typed_and_frozen(tiny_scenario: Scenario) -> None:
     s = tiny_scenario
     assert s.data.client_classes == ((0,), (1,), (2,))
@@ -157,14 +155,28 @@ def test_schema_leaves_params_to_the_registry(scenario_dict) -> None:
         scenario_from_dict(scenario_dict)
 
 
-def test_config_imports_nothing_from_the_package() -> None:
-    """config.py is the bottom of the house: no package import, at any level."""
-    path = Path(__file__).resolve().parent.parent / "fedram_flwr" / "config.py"
-    imported = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom):
-            imported.add(node.module or "")
-        elif isinstance(node, ast.Import):
-            imported.update(a.name for a in node.names)
-    assert imported, "the walk found no imports"
-    assert not [m for m in imported if m.split(".")[0] == "fedram_flwr"], imported
+def test_config_imports_only_its_leaf_schema_from_the_package() -> None:
+    """config.py is the bottom of the house: no package import at any level but its leaf
+    schema.py (the error and the YAML coercion), which imports none."""
+    for name, allowed in (("config.py", {"fedram_flwr.schema"}), ("schema.py", set())):
+        path = Path(__file__).resolve().parent.parent / "fedram_flwr" / name
+        imported = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                imported.add(node.module or "")
+            elif isinstance(node, ast.Import):
+                imported.update(a.name for a in node.names)
+        assert imported, "the walk found no imports"
+        assert {m for m in imported if m.split(".")[0] == "fedram_flwr"} == allowed, imported
+
+
+def test_sweep_over_whole_algorithm_sections(scenario_dict) -> None:
+    scenario_dict["sweep"] = {
+        "algorithm": [{"name": "fedavg"}, {"name": "rfedfair", "params": {"alpha": [0.6]}}]
+    }
+    variants = dict(scenario_from_dict(scenario_dict).variants())
+    assert list(variants) == ["name=fedavg", "name=rfedfair"]
+    assert variants["name=rfedfair"].algorithm.params == {"alpha": [0.6]}
+    scenario_dict["sweep"]["algorithm"].append({"name": "fedavg"})
+    with pytest.raises(ScenarioError, match="two variants are labelled 'name=fedavg'"):
+        scenario_from_dict(scenario_dict)

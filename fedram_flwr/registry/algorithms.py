@@ -18,9 +18,10 @@ import numpy as np
 from flwr.common import NDArrays
 
 from fedram_flwr.clients import CAFedClient, CVaRClient, ERMClient, RCFLClient, ScaffoldClient
-from fedram_flwr.config import Scenario, ScenarioError, check_range
+from fedram_flwr.config import Scenario, ScenarioError
 from fedram_flwr.registry.oracles import MARKOV
 from fedram_flwr.registry.specs import AlgorithmParams, AlgorithmSpec, Hidden, Run
+from fedram_flwr.schema import check_range
 from fedram_flwr.strategies import (
     AFL,
     F3AST,

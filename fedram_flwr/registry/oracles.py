@@ -33,10 +33,11 @@ from fedram_flwr.availability import (
     ram_probabilities,
     read_trace,
 )
-from fedram_flwr.config import Scenario, ScenarioError, check_range
+from fedram_flwr.config import Scenario, ScenarioError
 from fedram_flwr.paths import resolve_app_path
 from fedram_flwr.registry.specs import Hidden, OracleParams, OracleSpec
 from fedram_flwr.rng import stream
+from fedram_flwr.schema import check_range
 
 
 def _as_scenario_error(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

@@ -18,13 +18,13 @@ from fedram_flwr.config import (
     Scenario,
     ScenarioError,
     apply_overrides,
-    build_params,
     parse_scenario,
     read_scenario_file,
 )
 from fedram_flwr.registry.algorithms import ALGORITHMS
 from fedram_flwr.registry.oracles import ORACLES
 from fedram_flwr.registry.specs import AlgorithmParams, AlgorithmSpec, OracleParams, OracleSpec
+from fedram_flwr.schema import build_dataclass
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -99,11 +99,11 @@ def oracle_params(scenario: Scenario) -> OracleParams:
     """``availability.params`` as its oracle's params dataclass (keys and types
     checked; :func:`validate` runs its ``check``)."""
     spec = oracle_spec(scenario)
-    return build_params(spec.params, scenario.availability.params, "availability.params.")
+    return build_dataclass(spec.params, scenario.availability.params, "availability.params.")
 
 
 def algorithm_params(scenario: Scenario) -> AlgorithmParams:
     """``algorithm.params`` as its algorithm's params dataclass (keys and types
     checked; :func:`validate` runs its ``check``)."""
     spec = algorithm_spec(scenario)
-    return build_params(spec.params, scenario.algorithm.params, "algorithm.params.")
+    return build_dataclass(spec.params, scenario.algorithm.params, "algorithm.params.")

@@ -10,10 +10,15 @@ import pytest
 from fedram_flwr.availability import MarkovClientManager, ca_fed_markov_law
 from fedram_flwr.strategies.availability_estimates import (
     AvailabilityTracker,
+    LossEstimates,
+    filter_losses,
     lambda_hat,
     pi_hat,
     transition_counts,
     transition_matrix_hat,
+)
+from fedram_flwr.strategies.ca_fed import (
+    ca_fed_weights,
 )
 
 # Rounds 1..4 of two clients: client 0 is 1, 1, 0, 1; client 1 is never active.
@@ -131,3 +136,50 @@ def test_each_estimate_is_within_five_standard_errors() -> None:
     se_lam = np.sqrt(p11 * (1 - p11) / (t * pi) + p01 * (1 - p01) / (t * (1 - pi)))
     assert np.all(np.abs(pi_est - pi) < 5 * se_pi), (pi_est, pi)
     assert np.all(np.abs(lam_est - lam) < 5 * se_lam), (lam_est, lam)
+
+
+def test_loss_estimates_eq17_and_running_minimum() -> None:
+    active = np.array([True, True, False])
+    est = LossEstimates.start(active, np.array([2.0, 1.0, np.nan]))
+    assert est.f_hat.tolist() == [2.0, 1.0, 1.5]  # the unseen client: the active mean
+    assert est.gap.tolist() == [0.0, 0.0, 0.0]
+    est = est.observe(np.array([True, False, True]), np.array([1.0, np.nan, 3.0]), beta=0.5)
+    # eq. 17: active entries move half-way to the report, the others stay.
+    assert est.f_hat.tolist() == [1.5, 1.0, 2.25]
+    assert est.f_star.tolist() == [1.5, 1.0, 1.5]
+    assert est.gap.tolist() == [0.0, 0.0, 0.75]
+    updated = filter_losses(np.ones(2), np.array([True, False]), np.array([3.0, 9.0]), 1.0)
+    assert updated.tolist() == [3.0, 1.0]  # beta = 1 keeps the last report
+
+
+def test_local_optimum_floors_replace_the_running_minimum() -> None:
+    active = np.array([True, False, True])
+    est = LossEstimates.start(active, np.array([2.0, np.nan, 1.0]), np.array([0.5, 9.0, 0.2]))
+    # Reporters take their own F_k*; the unseen client the means of the reports (as F_hat).
+    assert est.f_star.tolist() == pytest.approx([0.5, 0.35, 0.2])
+    assert est.gap.tolist() == pytest.approx([1.5, 1.15, 0.8])
+    est = est.observe(np.array([False, True, True]), np.array([0, 3.0, 0.7]), 1.0, [0, 1.0, 0.2])
+    assert est.f_hat.tolist() == [2.0, 3.0, 0.7]
+    assert est.gap.tolist() == pytest.approx([1.5, 2.0, 0.5])
+
+
+def test_running_minimum_gap_favours_the_rare_reporter() -> None:
+    """The mechanism behind our Synthetic runs' exclusions (see LossEstimates): at a fixed
+    model both clients' one-batch losses are 1 + noise, so their true gaps are equal. The
+    client that reports every round ends with F_hat* near the noise's minimum and a gap
+    > 0; the one that reports in 3 rounds of decreasing loss keeps a gap of 0. CA-Fed with
+    the running minimum then excludes the frequent reporter; with local-optimum floors
+    (equal F_k*) it excludes neither."""
+    rng = np.random.default_rng(0)
+    t = 200
+    noise = 1.0 + 0.2 * rng.standard_normal(t)
+    rare_rounds = {50: 1.6, 120: 1.3, 199: 1.0}  # the model improves between its reports
+    est = LossEstimates.start(np.array([True, False]), np.array([noise[0], np.nan]))
+    for s in range(1, t):
+        active = np.array([True, s in rare_rounds])
+        est = est.observe(active, np.array([noise[s], rare_rounds.get(s, np.nan)]), 1.0)
+    assert est.gap[0] > 0.3 and est.gap[1] == 0.0
+    alpha, pi, lam = np.array([0.5, 0.5]), np.array([0.9, 0.1]), np.array([0.0, 0.9])
+    assert ca_fed_weights(alpha, pi, lam, est.gap, 0.1, 0.0).tolist() == [0.0, 5.0]
+    equal = np.full(2, 0.4)  # local-optimum floors: F_hat - F_k* equal for both
+    assert ca_fed_weights(alpha, pi, lam, equal, 0.1, 0.0).tolist() == pytest.approx([5 / 9, 5])

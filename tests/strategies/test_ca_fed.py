@@ -1,7 +1,7 @@
 """CA-Fed (Alg. 1, eq. 3 and 16-20) and its baselines (Sec. V-A c): the greedy `get` on
 hand-worked examples and against the paper's naive re-evaluation, kappa_bar^2 -> infinity
-gives Unbiased, the baselines' weights by hand, the CA-Fed client's loss report, and
-the Strategy in-process on a tiny LEAF Synthetic scenario, whose step is eq. 3."""
+gives Unbiased, and the Strategy in-process on a tiny LEAF Synthetic scenario, whose
+step is eq. 3 (the client: tests/clients/test_ca_fed.py)."""
 
 from __future__ import annotations
 
@@ -9,34 +9,19 @@ from typing import Any
 
 import numpy as np
 import pytest
-import torch
 from flwr.common import parameters_to_ndarrays
-from torch.nn import functional as F
 
-from fedram_flwr.clients import CAFedClient, ERMClient
-from fedram_flwr.clients.ca_fed import local_optimum_loss
 from fedram_flwr.config import ScenarioError
-from fedram_flwr.data import dirichlet_partition, leaf_synthetic
 from fedram_flwr.engines import InProcessClientProxy, node_context, run_in_process
 from fedram_flwr.experiment import Experiment
-from fedram_flwr.models import build_model, get_weights, set_weights
-from fedram_flwr.protocol import LOCAL_OPTIMUM, RECEIVED_LOSS, REPORT_LOCAL_OPTIMUM
 from fedram_flwr.registry import scenario_from_dict
 from fedram_flwr.strategies import CAFed
-from fedram_flwr.strategies.availability_baselines import (
-    adafed_weights,
-    f3ast_weights,
-    more_available_weights,
-)
-from fedram_flwr.strategies.availability_estimates import LossEstimates, filter_losses
 from fedram_flwr.strategies.ca_fed import (
-    biased_importance,
     ca_fed_weights,
     estimated_error,
     get,
     unbiased_weights,
 )
-from fedram_flwr.training import client_rng
 
 # Three clients: alpha = (0.1, 0.1, 0.8), F_hat - F_hat* = (0.25, 2, 0.1), so Gamma' = 2.
 ALPHA = np.array([0.1, 0.1, 0.8])
@@ -143,170 +128,7 @@ def test_large_kappa2_is_unbiased(seed: int) -> None:
     )
 
 
-# ---------------------------------------------------------- baselines by hand
-def test_baseline_weights_by_hand() -> None:
-    alpha, pi = np.array([0.5, 0.3, 0.2]), np.array([0.5, 0.6, 0.25])
-    active = np.array([True, False, True])
-    unbiased = unbiased_weights(alpha, pi)
-    np.testing.assert_allclose(unbiased, [1.0, 0.5, 0.8])
-    # Unbiased: the biased importance pi (~*) q of eq. 4 is alpha itself.
-    np.testing.assert_allclose(biased_importance(pi, unbiased), alpha)
-    # AdaFed: the active clients' 1.0 and 0.8, normalised by their sum 1.8.
-    np.testing.assert_allclose(adafed_weights(alpha, pi, active), [1 / 1.8, 0.0, 0.8 / 1.8])
-    np.testing.assert_allclose(more_available_weights(alpha, pi, 0.5), [1.0, 0.5, 0.0])
-    # F3AST with one slot: the active client with the largest alpha / pi (1.0 > 0.8).
-    np.testing.assert_allclose(f3ast_weights(alpha, pi, active, 1), [1.0, 0.0, 0.0])
-    np.testing.assert_allclose(f3ast_weights(alpha, pi, active, 5), [1.0, 0.0, 0.8])
-
-
-def test_loss_estimates_eq17_and_running_minimum() -> None:
-    active = np.array([True, True, False])
-    est = LossEstimates.start(active, np.array([2.0, 1.0, np.nan]))
-    assert est.f_hat.tolist() == [2.0, 1.0, 1.5]  # the unseen client: the active mean
-    assert est.gap.tolist() == [0.0, 0.0, 0.0]
-    est = est.observe(np.array([True, False, True]), np.array([1.0, np.nan, 3.0]), beta=0.5)
-    # eq. 17: active entries move half-way to the report, the others stay.
-    assert est.f_hat.tolist() == [1.5, 1.0, 2.25]
-    assert est.f_star.tolist() == [1.5, 1.0, 1.5]
-    assert est.gap.tolist() == [0.0, 0.0, 0.75]
-    updated = filter_losses(np.ones(2), np.array([True, False]), np.array([3.0, 9.0]), 1.0)
-    assert updated.tolist() == [3.0, 1.0]  # beta = 1 keeps the last report
-
-
-def test_local_optimum_floors_replace_the_running_minimum() -> None:
-    active = np.array([True, False, True])
-    est = LossEstimates.start(active, np.array([2.0, np.nan, 1.0]), np.array([0.5, 9.0, 0.2]))
-    # Reporters take their own F_k*; the unseen client the means of the reports (as F_hat).
-    assert est.f_star.tolist() == pytest.approx([0.5, 0.35, 0.2])
-    assert est.gap.tolist() == pytest.approx([1.5, 1.15, 0.8])
-    est = est.observe(np.array([False, True, True]), np.array([0, 3.0, 0.7]), 1.0, [0, 1.0, 0.2])
-    assert est.f_hat.tolist() == [2.0, 3.0, 0.7]
-    assert est.gap.tolist() == pytest.approx([1.5, 2.0, 0.5])
-
-
-def test_running_minimum_gap_favours_the_rare_reporter() -> None:
-    """The mechanism behind our Synthetic runs' exclusions (see LossEstimates): at a fixed
-    model both clients' one-batch losses are 1 + noise, so their true gaps are equal. The
-    client that reports every round ends with F_hat* near the noise's minimum and a gap
-    > 0; the one that reports in 3 rounds of decreasing loss keeps a gap of 0. CA-Fed with
-    the running minimum then excludes the frequent reporter; with local-optimum floors
-    (equal F_k*) it excludes neither."""
-    rng = np.random.default_rng(0)
-    t = 200
-    noise = 1.0 + 0.2 * rng.standard_normal(t)
-    rare_rounds = {50: 1.6, 120: 1.3, 199: 1.0}  # the model improves between its reports
-    est = LossEstimates.start(np.array([True, False]), np.array([noise[0], np.nan]))
-    for s in range(1, t):
-        active = np.array([True, s in rare_rounds])
-        est = est.observe(active, np.array([noise[s], rare_rounds.get(s, np.nan)]), 1.0)
-    assert est.gap[0] > 0.3 and est.gap[1] == 0.0
-    alpha, pi, lam = np.array([0.5, 0.5]), np.array([0.9, 0.1]), np.array([0.0, 0.9])
-    assert ca_fed_weights(alpha, pi, lam, est.gap, 0.1, 0.0).tolist() == [0.0, 5.0]
-    equal = np.full(2, 0.4)  # local-optimum floors: F_hat - F_k* equal for both
-    assert ca_fed_weights(alpha, pi, lam, equal, 0.1, 0.0).tolist() == pytest.approx([5 / 9, 5])
-
-
-# ------------------------------------------------------------------------ data
-def test_leaf_synthetic_and_dirichlet_partition() -> None:
-    xs, ys = leaf_synthetic(5, 0.5, 0.5, 7, 4, np.random.default_rng(0))
-    again = leaf_synthetic(5, 0.5, 0.5, 7, 4, np.random.default_rng(0))
-    assert [x.shape[1] for x in xs] == [7] * 5 and all(len(x) >= 50 for x in xs)
-    assert all(np.array_equal(a, b) for a, b in zip(ys, again[1]))
-    assert all(y.min() >= 0 and y.max() < 4 for y in ys)
-    labels = np.repeat(np.arange(4), 50)
-    parts = dirichlet_partition(labels, 6, 0.5, np.random.default_rng(1))
-    assert np.array_equal(np.sort(np.concatenate(parts)), np.arange(labels.size))
-    assert min(p.size for p in parts) > 0
-
-
-def test_data_config_for_synthetic_and_dirichlet(
-    scenario_dict: dict[str, Any], ca_fed_dict
-) -> None:
-    raw = ca_fed_dict()
-    exp = Experiment(scenario_from_dict(raw), 0)
-    assert len(exp.data.client_y) == 6 and exp.data.input_shape == (5,)
-    assert exp.data.test_y.size > 0 and exp.data.rare_classes == ()
-    raw["data"]["partition"] = "dirichlet"
-    with pytest.raises(ScenarioError, match="synthetic generates"):
-        scenario_from_dict(raw)
-    gaussian = scenario_dict  # the tiny Gaussian scenario of conftest.py
-    gaussian["data"].pop("client_classes")
-    gaussian["data"].update(partition="dirichlet", dirichlet_concentration=0.3)
-    data = Experiment(scenario_from_dict(gaussian), 0).data
-    assert sum(len(y) for y in data.client_y) == 3 * 40  # every sample, once
-    assert data.client_classes == tuple(tuple(np.unique(y).tolist()) for y in data.client_y)
-
-
-# ----------------------------------------------------- client and strategy
-@pytest.fixture
-def tiny(ca_fed_dict):
-    """The tiny CA-Fed scenario of conftest.py, ``algorithm`` replacing its algorithm."""
-
-    def build(**algorithm: Any):
-        raw = ca_fed_dict()
-        raw["algorithm"].update(algorithm)
-        return scenario_from_dict(raw)
-
-    return build
-
-
-def test_ca_fed_client_reports_the_first_batch_loss_and_trains_like_erm(tiny) -> None:
-    exp = Experiment(tiny(), 0)
-    theta = get_weights(exp.new_model())
-    config = {"server-round": 2}
-    ca_arrays, n, metrics = exp.client(3).fit(theta, config)
-    assert isinstance(exp.client(3), CAFedClient)
-    erm = ERMClient(
-        partition_id=3,
-        model=exp.new_model(),
-        x=exp.data.client_x[3],
-        y=exp.data.client_y[3],
-        lr=0.1,
-        local_epochs=1,
-        batch_size=16,
-        seed=0,
-        local_steps=2,
-        weight_decay=0.01,
-    )
-    erm_arrays, _, _ = erm.fit(theta, config)
-    assert all(np.array_equal(a, b) for a, b in zip(ca_arrays, erm_arrays))  # bitwise
-    # F_k^(t): mean cross-entropy at the received model on the first batch B_{t,0}.
-    first = client_rng(0, 2, 3).permutation(n)[:16]
-    model = build_model("logreg", (5,), 3, seed=0)
-    set_weights(model, theta)
-    x, y = exp.data.client_x[3][first], exp.data.client_y[3][first]
-    with torch.no_grad():
-        expected = F.cross_entropy(model(torch.from_numpy(x)), torch.from_numpy(y)).item()
-    assert metrics[RECEIVED_LOSS] == pytest.approx(expected, rel=1e-6)
-
-
-def test_ca_fed_client_reports_its_local_optimum_once(tiny) -> None:
-    exp = Experiment(tiny(), 0)
-    theta = get_weights(exp.new_model())
-    x, y = exp.data.client_x[3], exp.data.client_y[3]
-    client = exp.client(3)
-    plain, _, metrics = client.fit(theta, {"server-round": 1})
-    assert LOCAL_OPTIMUM not in metrics
-    asked = {"server-round": 1, REPORT_LOCAL_OPTIMUM: True}
-    arrays, _, metrics = client.fit(theta, asked)
-    assert all(np.array_equal(a, b) for a, b in zip(arrays, plain))  # training unchanged
-    floor = metrics[LOCAL_OPTIMUM]
-
-    def ridge_objective(weights) -> float:
-        model = build_model("logreg", (5,), 3, seed=0)
-        set_weights(model, weights)
-        with torch.no_grad():
-            ce = F.cross_entropy(model(torch.from_numpy(x)), torch.from_numpy(y)).item()
-        return ce + 0.005 * sum(float((w.astype(np.float64) ** 2).sum()) for w in weights)
-
-    # The minimiser of CE + (0.01 / 2)||w||^2 beats the received and the trained models.
-    model = exp.new_model()
-    assert local_optimum_loss(model, x, y, 0.01) == pytest.approx(floor, abs=1e-6)
-    optimum = ridge_objective(get_weights(model))
-    assert optimum < ridge_objective(theta) and optimum < ridge_objective(arrays)
-    # Computed once: later rounds read it from Context.state.
-    client.state[LOCAL_OPTIMUM][LOCAL_OPTIMUM] = -1.0
-    assert client.fit(theta, {**asked, "server-round": 2})[2][LOCAL_OPTIMUM] == -1.0
+# ------------------------------------------------------------------ strategy
 
 
 def drive_round(strategy: CAFed, manager, server_round: int, params):
@@ -316,8 +138,8 @@ def drive_round(strategy: CAFed, manager, server_round: int, params):
     return strategy.aggregate_fit(server_round, results, [])
 
 
-def test_strategy_step_is_eq3_by_hand(tiny) -> None:
-    exp = Experiment(tiny(), 0)
+def test_strategy_step_is_eq3_by_hand(tiny_ca_fed) -> None:
+    exp = Experiment(tiny_ca_fed(), 0)
     strategy = exp.strategy()
     assert isinstance(strategy, CAFed)
     manager = exp.client_manager()
@@ -373,8 +195,8 @@ def test_strategy_step_is_eq3_by_hand(tiny) -> None:
         {"name": "f3ast", "params": {"clients_per_round": 2}},
     ],
 )
-def test_family_runs_in_process(tmp_path, tiny, algorithm: dict[str, Any]) -> None:
-    scenario = tiny(**algorithm)
+def test_family_runs_in_process(tmp_path, tiny_ca_fed, algorithm: dict[str, Any]) -> None:
+    scenario = tiny_ca_fed(**algorithm)
     out = run_in_process(scenario, 0, tmp_path)
     assert out.status() == "complete"
     rows = [r for r in out.read_metrics() if r["round"] > 0]

@@ -1,5 +1,5 @@
-"""RC-FL (Lemmas 1-2, the FedAvg and AFL reductions), rFedFair's strategy and client, AFL
-and q-FFL: closed forms and small hand-checked rounds."""
+"""RC-FL (Lemmas 1-2), rFedFair's strategy, AFL and q-FFL: closed forms and small
+hand-checked rounds (HCVaR and the local objective: tests/test_objectives.py)."""
 
 from __future__ import annotations
 
@@ -23,22 +23,14 @@ from fedram_flwr.strategies.afl import AFL, afl_lambda_step, project_simplex
 from fedram_flwr.strategies.qffl import QFFL, qffl_terms
 from fedram_flwr.strategies.rc_fl import (
     RFedFair,
-    check_alpha,
     draw_with_replacement,
     hcvar,
     rcfl_dual,
     rcfl_gradient_weights,
-    rcfl_local_objective,
     rcfl_smoothed,
     softplus_mu,
 )
-
-
-def random_instance(rng: np.random.Generator, n: int):
-    losses = rng.exponential(1.0, n)
-    p = rng.dirichlet(np.ones(n))
-    alpha = rng.uniform(p, 1.0)  # alpha_i in [p_i, 1]
-    return losses, p, alpha
+from tests.helpers import random_rcfl_instance
 
 
 def primal_lp(losses, p, alpha) -> float:
@@ -53,7 +45,7 @@ def primal_lp(losses, p, alpha) -> float:
 def test_lemma1_dual_infimum_equals_the_sorted_primal(n: int) -> None:
     rng = np.random.default_rng(n)
     for _ in range(20):
-        losses, p, alpha = random_instance(rng, n)
+        losses, p, alpha = random_rcfl_instance(rng, n)
         primal = hcvar(losses, p, alpha)
         assert primal == pytest.approx(primal_lp(losses, p, alpha), rel=1e-7, abs=1e-9)
         # The dual is convex piecewise linear in eta: its infimum is at a breakpoint, and
@@ -72,7 +64,7 @@ def test_lemma1_dual_infimum_equals_the_sorted_primal(n: int) -> None:
 def test_lemma2_smoothing_bounds_and_stability() -> None:
     rng = np.random.default_rng(7)
     for mu in (1e-4, 0.01, 1.0):
-        losses, p, alpha = random_instance(rng, 6)
+        losses, p, alpha = random_rcfl_instance(rng, 6)
         tau = float(np.sum(p / alpha))
         eta = np.linspace(-2.0, losses.max() + 2.0, 401)
         smooth, exact = rcfl_smoothed(eta, losses, p, alpha, mu), rcfl_dual(eta, losses, p, alpha)
@@ -85,32 +77,6 @@ def test_lemma2_smoothing_bounds_and_stability() -> None:
     assert softplus_mu(0.0, 0.3) == pytest.approx(0.3 * np.log(2))
     assert rcfl_gradient_weights(1e6, 0.0, 0.5, 1e-4) == (2.0, -1.0)
     assert rcfl_gradient_weights(-1e6, 0.0, 0.5, 1e-4) == (0.0, 1.0)
-
-
-def test_alpha_one_is_fedavg_and_alpha_p_is_the_max_loss() -> None:
-    rng = np.random.default_rng(3)
-    losses, p, _ = random_instance(rng, 8)
-    assert hcvar(losses, p, np.ones(8)) == pytest.approx(float(p @ losses))
-    assert hcvar(losses, p, p) == pytest.approx(losses.max())
-    # Equal alpha = chi: CVaR_{1-chi} (Remark 1), e.g. the mean of the worst half.
-    assert hcvar([1.0, 2.0, 3.0, 4.0], [0.25] * 4, 0.5) == pytest.approx(3.5)
-
-
-def test_local_objective_and_its_gradients() -> None:
-    loss, eta, alpha, mu, h = 0.7, 0.4, 0.3, 0.05, 1e-6
-    d_f, d_eta = rcfl_gradient_weights(loss, eta, alpha, mu)
-
-    def f(x, e):
-        return float(rcfl_local_objective(x, e, alpha, mu))
-
-    assert d_f == pytest.approx((f(loss + h, eta) - f(loss - h, eta)) / (2 * h), rel=1e-6)
-    assert d_eta == pytest.approx((f(loss, eta + h) - f(loss, eta - h)) / (2 * h), rel=1e-6)
-
-
-def test_alpha_outside_p_1_is_refused_with_the_client_named() -> None:
-    check_alpha([0.5, 1.0], [0.5, 0.5])
-    with pytest.raises(ValueError, match=r"client 1: 0.3 not in \[0.5, 1\]"):
-        check_alpha([0.5, 0.3], [0.5, 0.5])
 
 
 def test_draws_with_replacement_follow_p() -> None:

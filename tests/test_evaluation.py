@@ -1,5 +1,7 @@
-"""FedAR Sec. 6 metrics: global training loss and per-client accuracy distribution
-(Table 3) on the server (the report's tables are in tests/report/)."""
+"""Server-side metrics (fedram_flwr/evaluation.py): FedAR Sec. 6's global training loss
+and per-client accuracy distribution (Table 3), and the per-client test metrics with
+HCVaR that every strategy reports (RC-FL Sec. 6); the report's tables are in
+tests/report/."""
 
 from __future__ import annotations
 
@@ -8,8 +10,14 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from fedram_flwr.evaluation import client_distribution_metrics, make_evaluate_fn, tail_mean
+from fedram_flwr.evaluation import (
+    client_distribution_metrics,
+    client_test_metrics,
+    make_evaluate_fn,
+    tail_mean,
+)
 from fedram_flwr.models import get_weights
+from fedram_flwr.strategies.rc_fl import hcvar
 
 
 def test_tail_mean_takes_the_worst_and_best_tenth() -> None:
@@ -49,3 +57,18 @@ def test_evaluate_fn_adds_client_metrics_and_the_list_only_at_the_last_round() -
     assert len(last["client-accuracy"]) == 3
     plain = make_evaluate_fn(model, cx[0], cy[0], **kwargs)
     assert "train-loss" not in plain(3, w, {})[1]
+
+
+def test_client_test_metrics_by_hand() -> None:
+    logits = torch.tensor([[2.0, 0.0], [0.0, 2.0], [2.0, 0.0], [0.0, 1.0], [3.0, 0.0]])
+    y = np.array([0, 1, 1, 1, 0])
+    client_test = [np.array([0, 1]), np.array([2, 3]), np.array([4]), np.array([], int)]
+    p = np.array([0.5, 0.3, 0.1, 0.1])
+    m = client_test_metrics(logits, y, client_test, p, [0.5])
+    losses = F.cross_entropy(logits, torch.from_numpy(y), reduction="none").numpy()
+    per_client = [losses[[0, 1]].mean(), losses[[2, 3]].mean(), losses[4]]
+    assert m["client-test-accuracy"] == [1.0, 0.5, 1.0]  # the empty client is left out
+    assert m["client-test-loss"] == pytest.approx(per_client)
+    assert m["client-test-acc-worst10"] == 0.5 and m["client-test-acc-best10"] == 1.0
+    assert m["client-test-acc-var"] == pytest.approx(np.var([100.0, 50.0, 100.0]))
+    assert m["client-test-hcvar"] == pytest.approx(hcvar(per_client, p[:3], 0.5))

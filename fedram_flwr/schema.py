@@ -1,0 +1,120 @@
+"""The scenario schema's machinery, a leaf module: the error every bad field raises, the
+YAML-to-dataclass coercion (keys, types, ranges) that :mod:`fedram_flwr.config` and the
+registered parameter classes of :mod:`fedram_flwr.registry` are built with."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, Literal
+
+
+class ScenarioError(ValueError):
+    """A scenario file or override is invalid; the message names the field."""
+
+
+def build_dataclass(cls: type, raw: Any, prefix: str) -> Any:
+    """Build dataclass ``cls`` from a mapping, checking its keys and types (recursively
+    for nested dataclasses); errors name the field as ``prefix`` + key."""
+    where = prefix.rstrip(".") or "scenario"
+    if not isinstance(raw, Mapping):
+        raise ScenarioError(f"{where}: expected a mapping, got {type(raw).__name__}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(raw) - set(fields))
+    if unknown:
+        raise ScenarioError(
+            f"{prefix}{unknown[0]}: unknown key; allowed keys of {where}: "
+            f"{', '.join(sorted(fields))}"
+        )
+    kwargs = {}
+    for name, value in raw.items():
+        kwargs[name] = _coerce(hints[name], value, f"{prefix}{name}")
+    missing = [
+        n
+        for n, f in fields.items()
+        if n not in kwargs
+        and f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING
+    ]
+    if missing:
+        raise ScenarioError(f"{prefix}{missing[0]}: required key is missing")
+    try:
+        return cls(**kwargs)
+    except ScenarioError:
+        raise
+    except (TypeError, ValueError) as err:  # pragma: no cover - defensive
+        raise ScenarioError(f"{where}: {err}") from None
+
+
+def _coerce(tp: Any, value: Any, name: str) -> Any:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if dataclasses.is_dataclass(tp):
+        return build_dataclass(tp, value if value is not None else {}, f"{name}.")
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        (inner,) = [a for a in args if a is not type(None)]
+        return _coerce(inner, value, name)
+    if origin is Literal:
+        if value not in args:
+            raise ScenarioError(
+                f"{name}: {value!r} is not allowed; allowed values: {', '.join(map(str, args))}"
+            )
+        return value
+    if origin in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise ScenarioError(f"{name}: expected a list, got {value!r}")
+        return tuple(_coerce(args[0], v, f"{name}[{i}]") for i, v in enumerate(value))
+    if origin in (Mapping, dict) or tp is Mapping:
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            raise ScenarioError(f"{name}: expected a mapping, got {value!r}")
+        return dict(value)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ScenarioError(f"{name}: expected true or false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ScenarioError(f"{name}: expected an integer, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, str):
+            try:
+                value = float(value)  # YAML reads 5e-4 as a string
+            except ValueError:
+                raise ScenarioError(f"{name}: expected a number, got {value!r}") from None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ScenarioError(f"{name}: expected a number, got {value!r}")
+        if not math.isfinite(value):
+            raise ScenarioError(f"{name}: expected a finite number, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ScenarioError(f"{name}: expected a string, got {value!r}")
+        return value
+    return value
+
+
+def check_range(
+    name: str,
+    value: float,
+    lo: float | None,
+    hi: float | None,
+    *,
+    lo_open: bool = False,
+) -> None:
+    """Raise if ``value`` is outside ``[lo, hi]`` (``(lo, hi]`` when ``lo_open``)."""
+    below = lo is not None and (value <= lo if lo_open else value < lo)
+    above = hi is not None and value > hi
+    if below or above:
+        left = "(" if lo_open else "["
+        lo_s = "-inf" if lo is None else f"{lo:g}"
+        hi_s = "inf" if hi is None else f"{hi:g}"
+        raise ScenarioError(f"{name}: {value!r} is outside the allowed range {left}{lo_s}, {hi_s}]")

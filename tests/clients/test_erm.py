@@ -1,0 +1,43 @@
+"""The ERM client (clients/erm.py), the base every client trains with: one full-batch
+SGD step by hand, the fit config's overrides, and its properties."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch.nn import functional as F
+
+from fedram_flwr.clients import ERMClient
+from fedram_flwr.models import build_model, get_weights
+from fedram_flwr.protocol import NUM_EXAMPLES, PARTITION_ID
+
+
+def test_erm_client_one_full_batch_step_by_hand() -> None:
+    """One epoch of one full batch: theta <- theta - lr grad f(theta), with the fit
+    config's ``lr`` (0.1) overriding the client's default (0.5)."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((10, 2)).astype(np.float32)
+    y = (np.arange(10) % 3).astype(np.int64)
+    theta = get_weights(build_model("logreg", (2,), 3, seed=1))
+    w = torch.tensor(theta[0], requires_grad=True)
+    b = torch.tensor(theta[1], requires_grad=True)
+    f = F.cross_entropy(torch.from_numpy(x) @ w.T + b, torch.from_numpy(y))
+    g_w, g_b = torch.autograd.grad(f, (w, b))
+
+    client = ERMClient(
+        partition_id=5,
+        model=build_model("logreg", (2,), 3, seed=0),
+        x=x,
+        y=y,
+        lr=0.5,
+        local_epochs=1,
+        batch_size=len(y),
+        seed=0,
+    )
+    arrays, n, metrics = client.fit(theta, {"server-round": 1, "lr": 0.1})
+    assert n == 10 and metrics[PARTITION_ID] == 5
+    assert metrics["train-loss"] == pytest.approx(f.item(), rel=1e-6)
+    np.testing.assert_allclose(arrays[0], theta[0] - 0.1 * g_w.numpy(), atol=1e-6)
+    np.testing.assert_allclose(arrays[1], theta[1] - 0.1 * g_b.numpy(), atol=1e-6)
+    assert client.get_properties({}) == {PARTITION_ID: 5, NUM_EXAMPLES: 10}
