@@ -110,7 +110,7 @@ class AvailabilityAwareParams(AlgorithmParams):
             "server_lr": self.server_lr,
         }
         if self.oracle_informed:
-            kwargs["known_pi"] = run.hidden_law()
+            kwargs["known_pi"] = run.availability_law()
         return kwargs
 
 
@@ -236,7 +236,7 @@ class FedAvgISParams(ScheduledParams):
     with ``availability: oracle`` (the opt-in), else CA-Fed's estimate."""
 
     def strategy_kwargs(self, run: Run, initial: NDArrays) -> dict[str, Any]:
-        known_p = run.hidden_law() if self.oracle_informed else None
+        known_p = run.availability_law() if self.oracle_informed else None
         return {**super().strategy_kwargs(run, initial), "known_p": known_p}
 
 
