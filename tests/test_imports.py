@@ -136,3 +136,53 @@ def test_package_inits_count_but_not_the_importers_own() -> None:
     graph = import_graph({m: (text, m in ("a", "a.y")) for m, text in sources.items()})
     assert graph["a.x"] == {"a.y": 1, "a.y.z": 1}
     assert find_cycle(graph) == ["a.x", "a.y", "a.x"]
+
+
+# The layers of the README's layout section, bottom first: a module may import only its own
+# layer and the layers before it.
+LAYERS = (
+    "fedram_flwr.protocol",
+    "fedram_flwr.objectives",
+    "fedram_flwr.rng",
+    "fedram_flwr.schema",
+    "fedram_flwr.config",
+    "fedram_flwr.data",
+    "fedram_flwr.models",
+    "fedram_flwr.training",
+    "fedram_flwr.evaluation",
+    "fedram_flwr.strategies",
+    "fedram_flwr.clients",
+    "fedram_flwr.availability",
+    "fedram_flwr.paths",
+    "fedram_flwr.registry",
+    "fedram_flwr.experiment",
+    "fedram_flwr.outputs",
+    "fedram_flwr.plot_inputs",
+    "fedram_flwr.app_config",
+    "fedram_flwr.engines",
+    "fedram_flwr.server_app",
+    "fedram_flwr.client_app",
+    "fedram_flwr.plots",
+    "fedram_flwr.report",
+    "fedram_flwr.cli",
+)
+
+
+def layer_of(module: str) -> int | None:
+    """The index in LAYERS of the layer ``module`` belongs to (None: the package root)."""
+    hits = [i for i, name in enumerate(LAYERS) if module == name or module.startswith(name + ".")]
+    return hits[-1] if hits else None
+
+
+def test_every_module_imports_only_its_layer_and_the_layers_below() -> None:
+    files = modules()
+    graph = import_graph(first_party_sources(files))
+    unplaced = sorted(m for m in graph if layer_of(m) is None and m != "fedram_flwr")
+    assert not unplaced, f"modules in no layer (add them to LAYERS and the README): {unplaced}"
+    upward = [
+        f"  {m} -> {d}  ({files[m].relative_to(APP_ROOT)}:{line})"
+        for m, deps in graph.items()
+        for d, line in deps.items()
+        if m != "fedram_flwr" and layer_of(d) is not None and layer_of(d) > layer_of(m)
+    ]
+    assert not upward, "imports of a higher layer:\n" + "\n".join(upward)
