@@ -11,6 +11,7 @@ import pytest
 from flwr.common import Code, FitRes, Status, ndarrays_to_parameters, parameters_to_ndarrays
 
 from fedram_flwr.protocol import PARTITION_ID, RECEIVED_LOSS
+from fedram_flwr.registry import ALGORITHMS
 from fedram_flwr.strategies import (
     AFL,
     F3AST,
@@ -56,6 +57,13 @@ STRATEGIES = {
     "afl": partial(AFL, num_clients=N),
     "qffl": partial(QFFL, q_param=1.0, qffl_learning_rate=0.1),
 }
+
+
+def test_every_registered_algorithm_is_checked_here() -> None:
+    """A new algorithm's spec without an entry above would skip the failure-guard tests."""
+    assert set(STRATEGIES) == set(ALGORITHMS)
+    for name, make in STRATEGIES.items():
+        assert make.func is ALGORITHMS[name].strategy, name
 
 
 def broadcast(strategy) -> list[np.ndarray]:
