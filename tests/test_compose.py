@@ -114,7 +114,7 @@ def compose_config(files: tuple[str, ...]) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FEDRAM_")}
     args = [a for f in files for a in ("-f", f)]
     res = subprocess.run(
-        [exe, *args, "config"], cwd=APP_ROOT, env=env, capture_output=True, text=True, timeout=60
+        [exe, *args, "config"], cwd=APP_ROOT, env=env, capture_output=True, text=True, timeout=600
     )
     assert res.returncode == 0, f"docker-compose {' '.join(args)} config failed:\n{res.stderr}"
     return yaml.safe_load(res.stdout)
@@ -299,7 +299,7 @@ def test_generated_certificates_serve_the_compose_names(tmp_path: Path) -> None:
         env=env,
         check=True,
         capture_output=True,
-        timeout=60,
+        timeout=600,
     )
     # The service name SuperNodes and flwr run dial, the SuperLink's own runtime
     # (127.0.0.1) and the extra name; any other name is refused.

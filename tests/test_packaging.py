@@ -5,6 +5,8 @@ the package's search path."""
 from __future__ import annotations
 
 import importlib
+import itertools
+import pkgutil
 import shutil
 import subprocess
 import sys
@@ -36,7 +38,7 @@ def wheel_names(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
         + ["--no-index", "-w", str(out), str(src)],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=1800,  # a hang guard only
     )
     assert res.returncode == 0, res.stdout + res.stderr
     (wheel,) = out.glob("fedram_flwr-*.whl")
@@ -82,14 +84,11 @@ def test_mapped_packages_come_from_their_root_folders() -> None:
 
 def test_walk_packages_ends() -> None:
     """Once the repository root was on ``__path__``, ``fedram_flwr.fedram_flwr...`` went
-    on forever; each module now appears once."""
-    code = (
-        "import pkgutil, fedram_flwr\n"
-        "for m in pkgutil.walk_packages(fedram_flwr.__path__, 'fedram_flwr.'): print(m.name)\n"
-    )
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert res.returncode == 0, res.stderr
-    names = res.stdout.split()
+    on forever; each module now appears once. (Bounded by a count, not a clock: a loaded
+    machine must not fail it.)"""
+    walk = pkgutil.walk_packages(fedram_flwr.__path__, "fedram_flwr.")
+    names = [m.name for m in itertools.islice(walk, 1000)]
+    assert len(names) < 1000, "the walk did not end"
     assert "fedram_flwr.engines.flwr.run" in names and "fedram_flwr.cli" in names
     assert len(names) == len(set(names))
     assert not [n for n in names if n.startswith(("fedram_flwr.fedram_flwr", "fedram_flwr.tests"))]
