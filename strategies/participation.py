@@ -133,15 +133,15 @@ class ReweightedCore(VectorCore[ReweightedState]):
     ) -> Outcome[ReweightedState]:
         active = [r.partition_id for r in replies]
         omega, estimator = self.weights(state.estimator, server_round, active, elapsed)
-        w = state.w
-        if active:
-            models = (model for _, model in client_models(replies, w))
-            w = reweighted_step(w, models, omega, self.num_clients)
+        if not active:  # nobody available: the estimator counts the round, w stays
+            return Outcome(ReweightedState(state.w, estimator), {}, aggregated=False)
+        models = (model for _, model in client_models(replies, state.w))
+        w = reweighted_step(state.w, models, omega, self.num_clients)
         return Outcome(
             ReweightedState(w, estimator),
             {
                 "lr": self.eta(server_round),
-                "mean-weight": float(np.mean(omega)) if active else 0.0,
+                "mean-weight": float(np.mean(omega)),
             },
         )
 
