@@ -258,7 +258,9 @@ class FedAvgSampledParams(ScheduledParams):
 
 @dataclass(frozen=True)
 class FedAUParams(ScheduledParams):
-    """FedAU: the cut-off K of the participation intervals (Wang & Ji's code: 50)."""
+    """FedAU: the cut-off K of the participation intervals. Default 50, the second
+    variant of Wang & Ji's code; their code's default is no cut-off, which a K at least
+    the number of rounds gives (an interval is never cut before it ends)."""
 
     cutoff: int = 50
 
