@@ -355,7 +355,9 @@ class AFLParams(AlgorithmParams):
 @dataclass(frozen=True)
 class QFFLParams(AlgorithmParams):
     """q-FFL (Li et al. 2020) through Flower's QFedAvg: q (q = 0 is FedAvg's objective);
-    QFedAvg's learning rate is the clients' ``training.lr`` (L = 1 / lr)."""
+    QFedAvg's learning rate is the clients' ``training.lr`` (L = 1 / lr). Each client's
+    F_k(w_t) is the loss of its first mini-batch at w_t: Li et al.'s whole-training-set
+    loss only when ``training.batch_size`` >= its examples (``strategies/qffl.py``)."""
 
     q: float = 1.0
 
