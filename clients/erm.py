@@ -29,8 +29,9 @@ class ERMClient(NumPyClient):
 
     Fit config: ``server-round`` (seeds the batch order from (seed, round, id)),
     optionally ``lr``, ``local-epochs``, ``batch-size`` overriding the defaults.
-    ``state`` is the client's persistent ``Context.state`` (Flower re-creates client
-    objects; what must survive between rounds lives there).
+    ``drop_last``: ``training.drop_last`` (see ``local_sgd``). ``state`` is the client's
+    persistent ``Context.state`` (Flower re-creates client objects; what must survive
+    between rounds lives there).
     """
 
     def __init__(
@@ -46,6 +47,7 @@ class ERMClient(NumPyClient):
         seed: int,
         local_steps: int | None = None,
         weight_decay: float = 0.0,
+        drop_last: bool = False,
         state: RecordDict | None = None,
     ) -> None:
         self.partition_id = partition_id
@@ -53,6 +55,7 @@ class ERMClient(NumPyClient):
         self.x, self.y = x, y
         self.lr, self.local_epochs, self.batch_size = lr, local_epochs, batch_size
         self.local_steps, self.weight_decay = local_steps, weight_decay
+        self.drop_last = drop_last
         self.seed = seed
         self.state = RecordDict() if state is None else state
 
@@ -82,6 +85,7 @@ class ERMClient(NumPyClient):
             steps=self.local_steps,
             weight_decay=self.weight_decay,
             grad_offset=grad_offset,
+            drop_last=self.drop_last,
         )
         return {
             PARTITION_ID: self.partition_id,

@@ -45,6 +45,7 @@ class ScaffoldClient(ERMClient):
             int(config.get(BATCH_SIZE, self.batch_size)),
             int(config.get(LOCAL_EPOCHS, self.local_epochs)),
             self.local_steps,
+            self.drop_last,
         )
         lr = float(config.get(LR, self.lr))
         c_new = [scaffold_control_update(*v, k, lr) for v in zip(c_i, c, x, y)]

@@ -154,6 +154,10 @@ class TrainingConfig:
     local_steps: int | None = None
     batch_size: int = 128
     weight_decay: float = 0.0
+    # False: a pass's last, smaller mini-batch (B not dividing n) is a step of its own;
+    # True: it is dropped, as the FedAR/MIFA/FedVARP/FedAU authors' code does (for a
+    # client with few examples under 1/p_i weighting, that step adds update variance).
+    drop_last: bool = False
 
     def __post_init__(self) -> None:
         check_range("training.lr", self.lr, 0.0, None, lo_open=True)

@@ -118,5 +118,6 @@ class Experiment:
             seed=self.seed,
             local_steps=t.local_steps,
             weight_decay=t.weight_decay,
+            drop_last=t.drop_last,
             state=state,
         )

@@ -14,6 +14,7 @@ from flwr.server import ServerApp, ServerAppComponents, ServerConfig
 
 from fedram_flwr.app_config import run_settings
 from fedram_flwr.engines.in_process import recording_strategy
+from fedram_flwr.engines.server import StrategyEveryRound
 from fedram_flwr.experiment import Experiment
 from fedram_flwr.outputs import RunDirectory
 
@@ -26,10 +27,11 @@ def server_fn(context: Context) -> ServerAppComponents:
     print(f"fedram: writing results to {out.path}", flush=True)
     exp = Experiment(scenario, seed)
     manager = exp.client_manager()
+    strategy = recording_strategy(exp, out, f"[{scenario.name} seed {seed}]")
     return ServerAppComponents(
-        strategy=recording_strategy(exp, out, f"[{scenario.name} seed {seed}]"),
+        # the in-process engine's server loop: an empty round still reaches the strategy
+        server=StrategyEveryRound(client_manager=manager, strategy=strategy),
         config=ServerConfig(num_rounds=scenario.rounds, round_timeout=manager.round_timeout),
-        client_manager=manager,
     )
 
 

@@ -26,6 +26,7 @@ def local_sgd(
     steps: int | None = None,
     weight_decay: float = 0.0,
     grad_offset: Sequence[torch.Tensor] | None = None,
+    drop_last: bool = False,
 ) -> float:
     """Run ``epochs`` passes of mini-batch SGD on the mean cross-entropy f_b; or, when
     ``steps`` is given, exactly ``steps`` mini-batch steps (FedAR Sec. 6.1: K local
@@ -36,18 +37,20 @@ def local_sgd(
     parameter) is added to every gradient before the step (SCAFFOLD's c - c_i);
     ``weight_decay`` is SGD's. The step is ``sgd_step`` (torch.optim.SGD's arithmetic
     without importing torch.optim). Batches are drawn from ``rng`` only, so a client's update
-    is a pure function of its inputs. Returns the mean mini-batch loss of the last
-    epoch (of all ``steps`` steps).
+    is a pure function of its inputs. ``drop_last`` (``training.drop_last``): the last,
+    smaller mini-batch of each pass is dropped instead of taken as a step of its own
+    (:func:`batches_per_pass`). Returns the mean mini-batch loss of the last epoch (of
+    all ``steps`` steps).
     """
     xt, yt = torch.from_numpy(x), torch.from_numpy(y)
     params = list(model.parameters())
     model.train()
-    per_epoch = math.ceil(len(y) / batch_size)
+    per_epoch = batches_per_pass(len(y), batch_size, drop_last)
     passes = epochs if steps is None else math.ceil(steps / per_epoch)
     batches = [
         idx
         for _ in range(passes)
-        for idx in torch.split(torch.from_numpy(rng.permutation(len(y))), batch_size)
+        for idx in torch.split(torch.from_numpy(rng.permutation(len(y))), batch_size)[:per_epoch]
     ][:steps]
     losses: list[float] = []
     for idx in batches:
@@ -75,9 +78,23 @@ def sgd_step(params: Sequence[torch.Tensor], lr: float, weight_decay: float) -> 
         p.add_(grad, alpha=-lr)
 
 
-def num_local_steps(num_examples: int, batch_size: int, epochs: int, steps: int | None) -> int:
+def batches_per_pass(num_examples: int, batch_size: int, drop_last: bool = False) -> int:
+    """Mini-batches in one pass over a client's data: ceil(n / B), the last one smaller
+    when B does not divide n (the default); with ``drop_last``, floor(n / B) full ones,
+    as the peers' code (torch's ``DataLoader(drop_last=True)``) trains, except that a
+    client with fewer than B examples keeps its one batch rather than taking no step."""
+    if drop_last:
+        return max(num_examples // batch_size, 1)
+    return math.ceil(num_examples / batch_size)
+
+
+def num_local_steps(
+    num_examples: int, batch_size: int, epochs: int, steps: int | None, drop_last: bool = False
+) -> int:
     """How many SGD steps ``local_sgd`` takes (SCAFFOLD's K)."""
-    return steps if steps is not None else epochs * math.ceil(num_examples / batch_size)
+    if steps is not None:
+        return steps
+    return epochs * batches_per_pass(num_examples, batch_size, drop_last)
 
 
 @torch.no_grad()

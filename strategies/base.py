@@ -5,9 +5,12 @@ evaluation plumbing).
 What every adapter shares is written here once: results taken in partition-id order
 (sums are the same in every engine, whatever order the replies arrived in), the failure
 guard (``accept_failures=False``: a round with a failure aggregates nothing and leaves
-the state as it was), the fit-metrics aggregation, and the rule that a round Flower
-skips (nobody available: ``aggregate_fit`` is not called) still counts: the core
-learns how many rounds elapsed since the last aggregation.
+the state as it was), the fit-metrics aggregation, and the rule that every round
+counts. The engines' server (:class:`~fedram_flwr.engines.server.StrategyEveryRound`)
+calls ``aggregate_fit`` with no results in a round in which nobody is available, and
+the core decides (FedAR and MIFA step from memory, the others keep the model); under
+Flower's stock ``Server``, which skips such a round, the core still learns how many
+rounds elapsed since the last aggregation.
 """
 
 from __future__ import annotations

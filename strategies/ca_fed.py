@@ -201,8 +201,9 @@ class AvailabilityAwareCore(Core[AvailabilityState]):
 
     ``alpha``: the target importance of each client (eq. 1; sums to 1, e.g. proportional
     to data sizes). The server always tracks availability (:class:`AvailabilityTracker`;
-    the active set A_t is who returned an update, and rounds in which nobody was relayed,
-    which Flower skips, are observed as all inactive when the next one comes).
+    the active set A_t is who returned an update; a round in which nobody was relayed is
+    observed as all inactive, when it comes or, under a server that skips it, with the
+    next one).
     :meth:`availability` gives its estimates, or the oracle's true ``known_pi`` /
     ``known_lam`` when the scenario runs oracle-informed.
     """

@@ -18,10 +18,11 @@ and they differ in omega_i:
   Statistics in Federated Averaging", ICLR 2024 (arXiv:2306.03401), Algorithm 1 with
   its online weight estimation: omega_i is the mean of the participation intervals of
   client i observed *before* round t (an interval ends when i participates, or is cut
-  at K rounds), and 1 until one has been observed. This is the paper's FedAU with the
-  cut-off K (as in the authors' code, IBM/fedau); the weights are computed on the
-  server from the participations it observes (they depend on nothing else), and the
-  global step size is 1.
+  at K rounds), and 1 until one has been observed. The authors' code (IBM/fedau) runs
+  without a cut-off by default (K = infinity; here: any K >= the number of rounds) and
+  has K = 50 as its second variant, the registry's default. The weights are computed
+  on the server from the participations it observes (they depend on nothing else), and
+  the global step size is 1.
 """
 
 from __future__ import annotations
@@ -133,15 +134,15 @@ class ReweightedCore(VectorCore[ReweightedState]):
     ) -> Outcome[ReweightedState]:
         active = [r.partition_id for r in replies]
         omega, estimator = self.weights(state.estimator, server_round, active, elapsed)
-        w = state.w
-        if active:
-            models = (model for _, model in client_models(replies, w))
-            w = reweighted_step(w, models, omega, self.num_clients)
+        if not active:  # nobody available: the estimator counts the round, w stays
+            return Outcome(ReweightedState(state.w, estimator), {}, aggregated=False)
+        models = (model for _, model in client_models(replies, state.w))
+        w = reweighted_step(state.w, models, omega, self.num_clients)
         return Outcome(
             ReweightedState(w, estimator),
             {
                 "lr": self.eta(server_round),
-                "mean-weight": float(np.mean(omega)) if active else 0.0,
+                "mean-weight": float(np.mean(omega)),
             },
         )
 

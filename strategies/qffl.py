@@ -14,9 +14,19 @@ loss for every client: the server-side ``evaluate_fn`` loss of w_t. With the sam
 for all k the F^q factors cancel up to the step size and nothing is re-weighted
 towards the worse clients (and rounds where ``evaluate_fn`` returns None fail). ``QFFL``
 keeps Flower's class (its constructor, ``configure_fit`` and ``pre_weights``) and its
-``aggregate_qffl``; it only replaces the loss by each client's own F_k(w_t), reported
-as the fit metric ``received-loss`` (``CAFedClient``), as the paper (and its code)
-does.
+``aggregate_qffl``; it only replaces the loss by each client's own loss at w_t,
+reported as the fit metric ``received-loss`` (``CAFedClient``).
+
+What that loss is, exactly: the mean cross-entropy (no weight-decay term) at w_t of
+the *first mini-batch* of the client's local SGD in round t, i.e. of the first
+min(B, n_k) examples of the round's permutation of its training set (drawn from
+(seed, round, id); B = ``training.batch_size``, n_k its training examples), read from
+that step's own forward pass. Li et al. (and their code) use F_k(w_t), the loss on the
+client's whole training set before training. The two are the same when B >= n_k, as
+in the shipped RC-FL scenarios (``batch_size: 8000``: one batch holds a client's
+data, so docs/rc-fl.md's q-FFL rows are Li et al.'s rule). With B < n_k it is a
+one-batch estimate of F_k(w_t): unbiased, but noisier, and F^q, F^(q-1) of it are
+biased for q not in {0, 1}.
 """
 
 from __future__ import annotations
@@ -49,7 +59,8 @@ class QFFL(ReplyAggregation, QFedAvg):
     ``qffl_learning_rate`` = the clients' step size, FedAvg's keyword arguments); the
     failure guard, the partition-id order (sums reproducible across engines) and the
     metrics are the shared ``ReplyAggregation``'s. Clients return their trained model
-    and report ``partition-id`` and ``received-loss`` in the fit metrics."""
+    and report ``partition-id`` and ``received-loss`` (their first mini-batch's loss at
+    w_t: see the module docstring) in the fit metrics."""
 
     def __init__(self, *, initial_arrays: NDArrays, **qfedavg_kwargs: Any) -> None:
         super().__init__(

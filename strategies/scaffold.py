@@ -99,6 +99,8 @@ class ScaffoldCore(VectorCore[ScaffoldState]):
     def aggregate(
         self, state: ScaffoldState, server_round: int, replies: Sequence[ClientReply], elapsed: int
     ) -> Outcome[ScaffoldState]:
+        if not replies:  # nobody available: (x, c) stay
+            return Outcome(state, {}, aggregated=False)
         models, deltas = [], []
         for reply in replies:
             y, dc = split_model_control(reply.arrays())

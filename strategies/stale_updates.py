@@ -17,6 +17,11 @@ rule steps w_{t+1} = w_t - eta_t v_t with its own direction v_t:
 A client never seen has G_i = 0 (MIFA's paper asks every client to answer in round 1;
 here it simply contributes nothing until it does). FedAR (``fedar.py``) weighs the
 same rows by eq. (6).
+
+A round in which nobody is available (the engines' server hands it to the core with no
+replies) still advances tau; MIFA (Alg. 1) and FedAR (eq. 7, Alg. 1 line 15) then step
+along the stored updates, while FedVARP keeps the model, as its authors' code does
+(it skips a round without participants: Alg. 1 needs |S| > 0).
 """
 
 from __future__ import annotations
@@ -133,6 +138,7 @@ class MemoryCore(VectorCore[MemoryState]):
         return Outcome(
             MemoryState(w, memory),
             {"lr": eta, "seen": int(memory.seen.sum()), **diagnostics},
+            aggregated=v is not None,
         )
 
 
@@ -148,9 +154,12 @@ class MIFACore(MemoryCore):
 @dataclass(frozen=True, eq=False, kw_only=True)
 class FedVARPCore(MemoryCore):
     """FedVARP (Jhunjhunwala et al. 2022, Alg. 1, server learning rate 1): the memory
-    mean corrected by the fresh updates of the available clients (|S| = |A(t)|)."""
+    mean corrected by the fresh updates of the available clients (|S| = |A(t)|); no
+    step in a round without them (the authors' code skips it)."""
 
     def direction(self, server_round, memory, active, total_before):
+        if not active:
+            return None, {}
         v = fedvarp_direction(total_before, memory.total, self.num_clients, len(active))
         return v, {}
 

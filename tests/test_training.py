@@ -1,13 +1,17 @@
 """Local SGD options FedAR's setting needs: K local steps instead of epochs, weight
-decay, and SCAFFOLD's gradient offset."""
+decay, SCAFFOLD's gradient offset, and whether a pass's last, smaller batch is a step."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
+from torch import nn
 from torch.nn import functional as F
 
+from fedram_flwr.experiment import Experiment
 from fedram_flwr.models import build_model, get_weights
+from fedram_flwr.registry import scenario_from_dict
 from fedram_flwr.training import local_sgd, num_local_steps, sgd_step
 
 
@@ -74,3 +78,44 @@ def test_sgd_step_is_torch_optim_sgd_bit_for_bit() -> None:
             opt.step()
         for a, b in zip(get_weights(ours), get_weights(ref), strict=True):
             assert np.array_equal(a, b)
+
+
+class BatchSizes(nn.Module):
+    """A linear model that records the size of every batch it is called on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(2, 3)
+        self.sizes: list[int] = []
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.sizes.append(len(x))
+        return self.linear(x)
+
+
+@pytest.mark.parametrize(
+    ("n", "epochs", "steps", "drop_last", "sizes"),
+    [
+        (10, 2, None, False, [4, 4, 2, 4, 4, 2]),  # the last batch of a pass is a step
+        (10, 2, None, True, [4, 4, 4, 4]),  # ... or dropped, as the peers' loaders do
+        (10, 1, 5, False, [4, 4, 2, 4, 4]),
+        (10, 1, 5, True, [4, 4, 4, 4, 4]),
+        (8, 2, None, True, [4, 4, 4, 4]),  # B divides n: nothing to drop
+        (3, 2, None, True, [3, 3]),  # fewer than B examples: the one batch is kept
+    ],
+)
+def test_drop_last_steps_and_batch_sizes(n, epochs, steps, drop_last, sizes) -> None:
+    x, y = problem(n)
+    model = BatchSizes()
+    rng = np.random.default_rng(5)
+    kwargs = dict(epochs=epochs, batch_size=4, lr=0.1, rng=rng, steps=steps)
+    local_sgd(model, x, y, **kwargs, drop_last=drop_last)
+    assert model.sizes == sizes
+    assert num_local_steps(n, 4, epochs, steps, drop_last) == len(sizes)
+
+
+def test_drop_last_is_a_training_setting(scenario_dict) -> None:
+    assert scenario_from_dict(scenario_dict).training.drop_last is False  # results unchanged
+    scenario_dict["training"]["drop_last"] = True
+    exp = Experiment(scenario_from_dict(scenario_dict), 0)
+    assert exp.client(0).drop_last is True

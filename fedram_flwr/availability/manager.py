@@ -111,8 +111,9 @@ class OracleClientManager(ClientManager):
         criterion: Criterion | None = None,
     ) -> list[ClientProxy]:
         """Advance one round and relay the oracle's clients (``num_clients`` ignored).
-        A round in which no client is available relays nobody, and says so: Flower's
-        server then skips training and keeps the model."""
+        A round in which no client is available relays nobody, and says so: the engines'
+        server then aggregates no replies (FedAR and MIFA step from memory, the other
+        algorithms keep the model)."""
         self.round += 1
         self._resolve_partitions()
         self.last_active = self.draw(self.round)

@@ -1,13 +1,14 @@
 """In-process engine: Flower's own legacy server loop, clients called directly.
 
-``flwr.server.Server`` runs the rounds with the scenario's Strategy and oracle
-(ClientManager); each client is an ``InProcessClientProxy`` that builds the
-NumPyClient through ``client_fn(context)`` on every call, like Flower's engines,
-with one persistent ``Context`` per partition. No Ray, no network. Clients run one
-after another (Flower's executor with one worker) and torch uses one intra-op thread:
-a round of 55 logistic-regression clients of 5 steps costs ~15% less CPU than with
-Flower's default pool of threads contending for the GIL, and the results are the same
-(strategies aggregate in partition order).
+Flower's ``Server`` (as :class:`~fedram_flwr.engines.server.StrategyEveryRound`, which
+hands a round in which nobody was available to the strategy too, in every engine) runs
+the rounds with the scenario's Strategy and oracle (ClientManager); each client is an
+``InProcessClientProxy`` that builds the NumPyClient through ``client_fn(context)`` on
+every call, like Flower's engines, with one persistent ``Context`` per partition. No
+Ray, no network. Clients run one after another (Flower's executor with one worker) and
+torch uses one intra-op thread: a round of 55 logistic-regression clients of 5 steps
+costs ~15% less CPU than with Flower's default pool of threads contending for the GIL,
+and the results are the same (strategies aggregate in partition order).
 """
 
 from __future__ import annotations
@@ -35,10 +36,10 @@ from flwr.common import (
     RecordDict,
 )
 from flwr.common.logger import FLOWER_LOGGER as flwr_logger
-from flwr.server import Server
 from flwr.server.client_proxy import ClientProxy
 
 from fedram_flwr.config import Scenario
+from fedram_flwr.engines.server import StrategyEveryRound
 from fedram_flwr.experiment import Experiment
 from fedram_flwr.outputs import RecordingStrategy, RunDirectory
 from fedram_flwr.plot_inputs import write_plot_inputs
@@ -139,7 +140,9 @@ def run_in_process(
 
         for pid in range(k):
             manager.register(InProcessClientProxy(str(pid), client_fn, node_context(pid, k, {})))
-        server = Server(client_manager=manager, strategy=recording_strategy(exp, out, label))
+        server = StrategyEveryRound(
+            client_manager=manager, strategy=recording_strategy(exp, out, label)
+        )
         server.set_max_workers(1)
         level, threads = flwr_logger.level, torch.get_num_threads()
         flwr_logger.setLevel(logging.WARNING)  # our progress lines replace Flower's per round

@@ -258,7 +258,9 @@ class FedAvgSampledParams(ScheduledParams):
 
 @dataclass(frozen=True)
 class FedAUParams(ScheduledParams):
-    """FedAU: the cut-off K of the participation intervals (Wang & Ji's code: 50)."""
+    """FedAU: the cut-off K of the participation intervals. Default 50, the second
+    variant of Wang & Ji's code; their code's default is no cut-off, which a K at least
+    the number of rounds gives (an interval is never cut before it ends)."""
 
     cutoff: int = 50
 
@@ -353,7 +355,9 @@ class AFLParams(AlgorithmParams):
 @dataclass(frozen=True)
 class QFFLParams(AlgorithmParams):
     """q-FFL (Li et al. 2020) through Flower's QFedAvg: q (q = 0 is FedAvg's objective);
-    QFedAvg's learning rate is the clients' ``training.lr`` (L = 1 / lr)."""
+    QFedAvg's learning rate is the clients' ``training.lr`` (L = 1 / lr). Each client's
+    F_k(w_t) is the loss of its first mini-batch at w_t: Li et al.'s whole-training-set
+    loss only when ``training.batch_size`` >= its examples (``strategies/qffl.py``)."""
 
     q: float = 1.0
 

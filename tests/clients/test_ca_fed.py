@@ -46,6 +46,25 @@ def test_ca_fed_client_reports_the_first_batch_loss_and_trains_like_erm(tiny_ca_
     assert metrics[RECEIVED_LOSS] == pytest.approx(expected, rel=1e-6)
 
 
+def test_received_loss_is_the_whole_training_loss_when_one_batch_holds_it(tiny_ca_fed) -> None:
+    """q-FFL's F_k(w_t) as Li et al. define it (the loss on the client's whole training
+    set) when ``training.batch_size`` >= n_k, as in the shipped RC-FL scenarios."""
+    scenario = tiny_ca_fed()
+    exp = Experiment(scenario, 0)
+    theta = get_weights(exp.new_model())
+    x, y = exp.data.client_x[3], exp.data.client_y[3]
+    client = CAFedClient(
+        partition_id=3, model=exp.new_model(), x=x, y=y, lr=0.1, local_epochs=1,
+        batch_size=len(y), seed=0, local_steps=2,
+    )  # fmt: skip
+    _, _, metrics = client.fit(theta, {"server-round": 2})
+    model = build_model("logreg", (5,), 3, seed=0)
+    set_weights(model, theta)
+    with torch.no_grad():
+        whole = F.cross_entropy(model(torch.from_numpy(x)), torch.from_numpy(y)).item()
+    assert metrics[RECEIVED_LOSS] == pytest.approx(whole, rel=1e-6)
+
+
 def test_ca_fed_client_reports_its_local_optimum_once(tiny_ca_fed) -> None:
     exp = Experiment(tiny_ca_fed(), 0)
     theta = get_weights(exp.new_model())

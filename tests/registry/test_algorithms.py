@@ -1,6 +1,7 @@
 """The algorithm specs: every registered algorithm builds and runs one round with every
-oracle it is compatible with (compatibility read from the specs), and its params fail
-at load time naming the field."""
+oracle it is compatible with (compatibility read from the specs), a round in which
+nobody is available moves only FedAR's and MIFA's model, and params fail at load time
+naming the field."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ import numpy as np
 import pytest
 from flwr.common import parameters_to_ndarrays
 from flwr.common.logger import FLOWER_LOGGER
-from flwr.server import Server
 
 from fedram_flwr.engines import InProcessClientProxy, node_context
+from fedram_flwr.engines.server import StrategyEveryRound
 from fedram_flwr.experiment import Experiment
 from fedram_flwr.models import get_weights
 from fedram_flwr.registry import ALGORITHMS, ORACLES, algorithm_params, scenario_from_dict
@@ -46,13 +47,15 @@ def compatible(algorithm: AlgorithmSpec, oracle: OracleSpec) -> bool:
     return algorithm.reads_hidden <= oracle.hidden
 
 
-def tiny(algorithm: str, oracle: str, informed: bool, tmp_path: Path) -> dict[str, Any]:
+def tiny(
+    algorithm: str, oracle: str, informed: bool, tmp_path: Path, trace: str = "1,1,1\n"
+) -> dict[str, Any]:
     raw = copy.deepcopy(TINY_GAUSSIAN)
-    raw.update(rounds=1, eval_every=1)
+    raw.update(rounds=trace.count("\n") if oracle == "trace" else 1, eval_every=1)
     raw["data"]["samples_per_class"] = 10
     params = dict(TINY_ORACLE_PARAMS.get(oracle, {}))
     if "path" in params:
-        (tmp_path / params["path"]).write_text("1,1,1\n")
+        (tmp_path / params["path"]).write_text(trace)
         params["path"] = str(tmp_path / params["path"])
     raw["availability"] = {"oracle": oracle, "params": params}
     raw["algorithm"] = {
@@ -72,8 +75,8 @@ class CountingProxy(InProcessClientProxy):
         return super().fit(ins, timeout, group_id)
 
 
-def run_one_round(exp: Experiment) -> tuple[list[np.ndarray], int]:
-    """One round through Flower's legacy server loop, clients in-process (as
+def run_rounds(exp: Experiment) -> tuple[list[np.ndarray], int]:
+    """The scenario's rounds through the engines' server loop, clients in-process (as
     :func:`fedram_flwr.engines.run_in_process` runs them, without recording): the final
     arrays and how many clients trained."""
     manager, k = exp.client_manager(), exp.scenario.data.num_clients
@@ -84,12 +87,12 @@ def run_one_round(exp: Experiment) -> tuple[list[np.ndarray], int]:
     CountingProxy.fits = 0
     for pid in range(k):
         manager.register(CountingProxy(str(pid), client_fn, node_context(pid, k, {})))
-    server = Server(client_manager=manager, strategy=exp.strategy())
+    server = StrategyEveryRound(client_manager=manager, strategy=exp.strategy())
     server.set_max_workers(1)
     level = FLOWER_LOGGER.level
     FLOWER_LOGGER.setLevel(logging.WARNING)
     try:
-        server.fit(num_rounds=1, timeout=None)
+        server.fit(num_rounds=exp.scenario.rounds, timeout=None)
     finally:
         FLOWER_LOGGER.setLevel(level)
     return parameters_to_ndarrays(server.parameters), CountingProxy.fits
@@ -111,7 +114,7 @@ def test_every_algorithm_is_tried_with_every_oracle() -> None:
 def test_algorithm_runs_one_round(algorithm, oracle, informed, tmp_path: Path) -> None:
     exp = Experiment(scenario_from_dict(tiny(algorithm, oracle, informed, tmp_path)), 0)
     initial = get_weights(exp.new_model())
-    final, fits = run_one_round(exp)
+    final, fits = run_rounds(exp)
     model = final[: len(initial)]  # packed extras ((theta, t), (x, c)) follow the model
     assert [a.shape for a in model] == [a.shape for a in initial]
     assert all(np.all(np.isfinite(a)) for a in final)
@@ -119,6 +122,21 @@ def test_algorithm_runs_one_round(algorithm, oracle, informed, tmp_path: Path) -
     # The model moves exactly when somebody trained (and was weighed: more-available
     # trains the relayed clients but weighs those with pi < min_pi by 0).
     assert moved == (fits > 0), (moved, fits)
+
+
+@pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
+def test_an_empty_round_moves_only_fedar_and_mifa(algorithm: str, tmp_path: Path) -> None:
+    """Round 2 of the trace has nobody available: the server still aggregates (no
+    replies); FedAR (eq. 7) and MIFA step along the updates stored in round 1, every
+    other algorithm (FedVARP included, as its authors' code does) keeps the model."""
+    finals = []
+    for trace in ("1,1,1\n", "1,1,1\n0,0,0\n"):
+        raw = tiny(algorithm, "trace", False, tmp_path, trace)
+        final, fits = run_rounds(Experiment(scenario_from_dict(raw), 0))
+        assert fits == 3  # round 1 only
+        finals.append(final)
+    moved = any(not np.array_equal(a, b) for a, b in zip(*finals, strict=True))
+    assert moved == (algorithm in ("fedar", "mifa"))
 
 
 # ------------------------------------------------------------ bad params
