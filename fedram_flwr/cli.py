@@ -7,6 +7,11 @@
     fedram report runs/demo                              # report.md + figures
     fedram show scenarios/table1.yaml                    # resolved scenario and its variants
 
+Relative paths in a scenario (``data.root``, a trace file) and in ``$FEDRAM_DATA`` are
+relative to the working directory ``fedram`` runs in, in every engine. ``--set FIELD=VALUE``
+takes any YAML value (one field each); a ``--set`` of a swept field replaces the sweep's
+values by the one given. Bad input ends in ``fedram: error: ...`` (exit 2).
+
 Runs go to ``<out>/<scenario name>/<variant>/seed<k>``. A run whose status is already
 ``complete`` is skipped (rerunning a sweep resumes it); ``--force`` reruns everything.
 """
@@ -14,13 +19,14 @@ Runs go to ``<out>/<scenario name>/<variant>/seed<k>``. A run whose status is al
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
 
 import yaml
 
-from fedram_flwr.app_config import parse_overrides
+from fedram_flwr.app_config import parse_override
 from fedram_flwr.config import ScenarioError
 from fedram_flwr.data import DatasetNotFoundError
 from fedram_flwr.engines import (
@@ -69,7 +75,8 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="FIELD=VALUE",
-        help="override a field, e.g. --set rounds=100 --set algorithm.alpha=0.2",
+        help="override a field with any YAML value, e.g. --set rounds=100 --set "
+        "'hcvar_alpha=[0.1, 0.2]'; a swept field takes the one value given (leaves the sweep)",
     )
     run.add_argument("--variant", action="append", help="run only these sweep variants")
     run.add_argument("--out", type=Path, default=Path("runs"))
@@ -97,10 +104,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     if (args.tls or kills) and args.engine != "deployment":
         raise ScenarioError("--tls and --kill-supernode need --engine deployment")
     scenario = load_scenario(args.scenario)
-    overrides = parse_overrides(",".join(args.overrides))
+    overrides = dict(parse_override(item) for item in args.overrides)
+    if args.seeds:
+        overrides["seeds"] = args.seeds  # checked as the scenario's seeds are
     if overrides:
         scenario = with_overrides(scenario, overrides)
-    seeds = args.seeds or list(scenario.seeds)
+    existing = next(p for p in (args.out, *args.out.parents) if p.exists())
+    if not existing.is_dir():  # --out itself, or a folder above it, is a file
+        raise ScenarioError(f"--out {args.out}: {existing} is a file, not a folder")
+    seeds = list(scenario.seeds)
     variants = scenario.variants()
     swept = {label: values for (label, _), values in zip(variants, swept_values(scenario.sweep))}
     if args.variant:
@@ -164,6 +176,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if os.environ.get("FEDRAM_DATA"):  # Flower's processes run in other folders
+        os.environ["FEDRAM_DATA"] = os.path.abspath(os.path.expanduser(os.environ["FEDRAM_DATA"]))
     try:
         return {"run": cmd_run, "report": cmd_report, "show": cmd_show}[args.command](args)
     except (ScenarioError, DatasetNotFoundError) as err:

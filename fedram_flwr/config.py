@@ -8,6 +8,12 @@ YAML coercion): ``algorithm.params`` and ``availability.params`` are checked
 by the parameter class registered for their name, in :mod:`fedram_flwr.registry`, whose
 ``load_scenario`` / ``scenario_from_dict`` / ``with_overrides`` (schema + registry) are
 the ways to make a scenario.
+
+Relative paths (``data.root``, an oracle's ``params.path``, e.g. the trace file) resolve
+against the working directory of the process that loads the scenario, when it is loaded
+(:func:`fedram_flwr.schema.absolute_path`): a resolved scenario holds absolute paths, so
+the run folder's ``scenario.yaml`` and the scenario ``fedram run`` hands the Flower
+engines (whose processes run in other folders) name the files the in-process engine reads.
 """
 
 from __future__ import annotations
@@ -19,9 +25,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
+from fedram_flwr.schema import (
+    ScenarioError,
+    absolute_path,
+    build_dataclass,
+    check_range,
+    load_yaml,
+)
 
-from fedram_flwr.schema import ScenarioError, build_dataclass, check_range
+MAX_CLIENTS = 100_000
+"""The most clients a scenario may have (``data.num_clients``): far above any experiment
+here, low enough that every per-client array of a scenario fits in memory at load."""
+
+MAX_SEED = 2**32 - 1
+"""Seeds are 0..2**32 - 1: numpy's legacy ``RandomState`` range, well inside what
+``SeedSequence`` (any integer >= 0) and ``torch.Generator.manual_seed`` (< 2**64) take."""
 
 
 # --------------------------------------------------------------------------- sections
@@ -69,7 +87,9 @@ class DataConfig:
     synthetic_dim: int = 60
 
     def __post_init__(self) -> None:
-        check_range("data.num_clients", self.num_clients, 1, None)
+        # Relative paths resolve against the working directory at load (module docstring).
+        object.__setattr__(self, "root", absolute_path(self.root))
+        check_range("data.num_clients", self.num_clients, 1, MAX_CLIENTS)
         check_range("data.frequent_fraction", self.frequent_fraction, 0.0, 1.0, lo_open=True)
         check_range(
             "data.frequent_pattern_fraction",
@@ -81,6 +101,7 @@ class DataConfig:
         check_range("data.train_fraction", self.train_fraction, 0.0, 1.0, lo_open=True)
         check_range("data.num_classes", self.num_classes, 2, None)
         check_range("data.samples_per_class", self.samples_per_class, 1, None)
+        check_range("data.cluster_std", self.cluster_std, 0.0, None)
         check_range(
             "data.dirichlet_concentration", self.dirichlet_concentration, 0.0, None, lo_open=True
         )
@@ -134,6 +155,12 @@ class AvailabilityConfig:
 
     oracle: str = "ram"
     params: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # An oracle's ``path`` (the trace file) is a path like data.root: made absolute.
+        if isinstance(self.params.get("path"), str):
+            params = {**self.params, "path": absolute_path(self.params["path"])}
+            object.__setattr__(self, "params", params)
 
 
 @dataclass(frozen=True)
@@ -211,6 +238,8 @@ class Scenario:
             check_range(f"hcvar_alpha[{i}]", a, 0.0, 1.0, lo_open=True)
         if not self.seeds:
             raise ScenarioError("seeds: give at least one seed, e.g. seeds: [0, 1, 2]")
+        for i, seed in enumerate(self.seeds):
+            check_range(f"seeds[{i}]", seed, 0, MAX_SEED)
         if not self.name or "/" in self.name:
             raise ScenarioError(f"name: must be a non-empty name without '/', got {self.name!r}")
         for key, values in self.sweep.items():
@@ -266,8 +295,15 @@ def read_scenario_file(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise ScenarioError(f"scenario file not found: {path}")
-    with path.open() as fh:
-        raw = yaml.safe_load(fh)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ScenarioError(
+            f"{path}: not UTF-8 text (byte 0x{err.object[err.start]:02x} at offset {err.start})"
+        ) from None
+    except OSError as err:
+        raise ScenarioError(f"{path}: cannot read ({err.strerror})") from None
+    raw = load_yaml(text, str(path))
     if not isinstance(raw, dict):
         raise ScenarioError(f"{path}: a scenario must be a YAML mapping")
     raw.setdefault("name", path.stem)
@@ -282,10 +318,26 @@ def parse_scenario(raw: Mapping[str, Any]) -> Scenario:
 
 def apply_overrides(raw: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of scenario mapping ``raw`` with dotted-path overrides applied
-    (``algorithm.params.alpha``, or its short form ``algorithm.alpha``)."""
+    (``algorithm.params.alpha``, or its short form ``algorithm.alpha``).
+
+    An override of a swept field replaces the sweep: the field leaves ``sweep`` and takes
+    the value given. An override inside a field swept as a whole section (``sweep:
+    {algorithm: [...]}``, ``--set algorithm.alpha=...``) would be overwritten by every
+    variant, so it is an error."""
     data = _plain(raw)
+    sweep = data.get("sweep") if isinstance(data.get("sweep"), dict) else {}
     for dotted, value in overrides.items():
-        _set_dotted(data, _canonical_path(dotted), value)
+        path = _canonical_path(dotted)
+        for key in list(sweep):
+            swept = _canonical_path(key)
+            if swept == path:
+                del sweep[key]
+            elif path.startswith(swept + "."):
+                raise ScenarioError(
+                    f"{dotted}: inside sweep.{key}, which replaces it in every variant; "
+                    f"override the sweep's values instead (sweep.{key} or --set {key}=VALUE)"
+                )
+        _set_dotted(data, path, value)
     return data
 
 

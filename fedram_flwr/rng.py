@@ -8,9 +8,8 @@ list as entropy for a ``SeedSequence``: ``stream(name, seed, *keys)`` is
 ``default_rng([seed, *keys, SALTS[name]])``.
 
 The salts are the ones results were produced with; changing one changes results.
-``ram-relay`` and ``fedavg-s-subsample`` share a salt today (a known overlap: both key
-on (seed, round), so FedAvg(S)'s subsample under the RAM would be correlated with the
-relay); separating them is a result-changing fix left to its own change.
+Every stream has its own salt (two streams keyed alike on one salt would draw the same
+numbers: ``fedavg-s-subsample`` shared ``ram-relay``'s 0x5A3 until issue 13).
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ SALTS: dict[str, int] = {
     "markov-step": 0x3A7,  # (seed, round): the chains' uniforms of one step
     "connected-sample": 0xC0C,  # (seed, round): m of the connected SuperNodes
     # strategies: per (seed, round)
-    "fedavg-s-subsample": 0x5A3,  # FedAvg(S): S of the available clients (= ram-relay's)
+    "fedavg-s-subsample": 0xF5A5,  # FedAvg(S): S of the available clients
     "rcfl-draws": 0x2CF1,  # RC-FL: K clients drawn with replacement by p_i
     # clients: per (seed, round, client)
     "client-batches": 0xC11E,  # the mini-batch order of a client's local steps

@@ -1,19 +1,72 @@
 """The scenario schema's machinery, a leaf module: the error every bad field raises, the
-YAML-to-dataclass coercion (keys, types, ranges) that :mod:`fedram_flwr.config` and the
-registered parameter classes of :mod:`fedram_flwr.registry` are built with."""
+strict YAML reader, the YAML-to-dataclass coercion (keys, types, ranges) that
+:mod:`fedram_flwr.config` and the registered parameter classes of
+:mod:`fedram_flwr.registry` are built with, and how a relative path is made absolute."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from typing import Any, Literal
+
+import yaml
 
 
 class ScenarioError(ValueError):
     """A scenario file or override is invalid; the message names the field."""
+
+
+# ------------------------------------------------------------------------- YAML
+class _StrictLoader(yaml.SafeLoader):
+    """``yaml.safe_load`` that rejects a key given twice in one mapping (PyYAML keeps the
+    last one silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set[Hashable] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, Hashable) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                )
+            if isinstance(key, Hashable):
+                seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+def load_yaml(text: str, where: str) -> Any:
+    """``text`` as YAML (duplicate keys rejected); a syntax error raises
+    :class:`ScenarioError` naming ``where``, the line and the column."""
+    try:
+        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        at = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        if "'\\t'" in problem:
+            problem += " (indent with spaces: YAML forbids tabs there)"
+        raise ScenarioError(f"{where}: invalid YAML: {at}{problem}") from None
+
+
+# ------------------------------------------------------------------ small helpers
+def absolute_path(path: str) -> str:
+    """``path`` made absolute against the working directory (``~`` expanded): the one
+    rule for every relative path of a scenario, applied when it is loaded."""
+    return os.path.abspath(os.path.expanduser(path))
+
+
+def few(items: Iterable[Any], limit: int = 5) -> str:
+    """``[a, b, c, d, e, ...]`` (N in all): at most ``limit`` items of a list for an error
+    message, which must stay short whatever the scenario's size."""
+    items = list(items)
+    if len(items) <= limit:
+        return str(items)
+    shown = ", ".join(map(str, items[:limit]))
+    return f"[{shown}, ...] ({len(items)} in all)"
 
 
 def build_dataclass(cls: type, raw: Any, prefix: str) -> Any:
@@ -54,7 +107,11 @@ def _coerce(tp: Any, value: Any, name: str) -> Any:
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if dataclasses.is_dataclass(tp):
-        return build_dataclass(tp, value if value is not None else {}, f"{name}.")
+        if value is None:
+            raise ScenarioError(
+                f"{name}: expected a mapping, got null (leave the section out for its defaults)"
+            )
+        return build_dataclass(tp, value, f"{name}.")
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return None

@@ -168,3 +168,132 @@ def test_a_run_that_raises_is_marked_failed(tmp_path: Path, capsys, monkeypatch)
     assert status["error"] == "RuntimeError: aggregation broke in round 1"
     assert "boom" in status["traceback"]
     assert [r["round"] for r in run.read_metrics()] == [0]
+
+
+# ------------------------------------------------- bad input: exit 2, no traceback
+GOOD = yaml.safe_dump(TINY_GAUSSIAN, sort_keys=False)
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("rounds: [1, 2\nname: x\n", "line 2"),  # YAML syntax error
+        ("rounds: 6\ndata:\n\tnum_clients: 3\n", "tabs"),
+        ("name: caf\xe9\n".encode("latin-1"), "not UTF-8"),
+        (GOOD + "rounds: 7\n", "duplicate key 'rounds'"),
+        (yaml.safe_dump({**TINY_GAUSSIAN, "data": None}), "data: expected a mapping"),
+        (GOOD.replace("cluster_std: 0.6", "cluster_std: -0.6"), "data.cluster_std"),
+        (GOOD.replace("seeds:\n- 0", "seeds:\n- -1"), "seeds[0]"),
+        (GOOD.replace("seeds:\n- 0", f"seeds:\n- {2**70}"), "seeds[0]"),
+        (
+            yaml.safe_dump(
+                {
+                    "rounds": 3,
+                    "data": {"dataset": "gaussian2d", "num_clients": 10**10},
+                    "availability": {"oracle": "bernoulli", "params": {"p_min": 0.5}},
+                }
+            ),
+            "data.num_clients",  # was a MemoryError building 10**10 probabilities
+        ),
+    ],
+    ids=[
+        "syntax",
+        "tab",
+        "latin-1",
+        "duplicate-key",
+        "data-null",
+        "negative-cluster-std",
+        "negative-seed",
+        "seed-2**70",
+        "num-clients-1e10",
+    ],
+)
+def test_malformed_scenario_exits_2_naming_the_file_or_field(
+    tmp_path: Path, capsys, text: str | bytes, named: str
+) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    out = tmp_path / "runs"
+    code, stdout, err = fedram(capsys, "run", path, "--out", out)
+    assert code == 2, err
+    assert err.startswith("fedram: error: ") and named in err and str(path) in err
+    assert len(err) < 400 and stdout == "" and not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["--seeds", "-1"], "seeds[0]"),
+        (["--seeds", str(2**32)], "seeds[0]"),
+        (
+            [
+                "--set",
+                "data.num_clients=1000000",
+                "--set",
+                "availability={oracle: bernoulli}",
+                "--set",
+                "data.client_classes=null",
+            ],
+            "data.num_clients",
+        ),
+        (["--set", "hcvar_alpha=[0.1, 0.2"], "override hcvar_alpha: invalid YAML"),
+        (["--set", "algorithm={a: 1, a: 2}"], "duplicate key 'a'"),
+    ],
+)
+def test_bad_command_line_values_exit_2_naming_the_field(
+    tmp_path: Path, capsys, argv: list[str], named: str
+) -> None:
+    out = tmp_path / "runs"
+    code, stdout, err = fedram(capsys, "run", write_scenario(tmp_path), "--out", out, *argv)
+    assert code == 2
+    assert err.startswith("fedram: error: ") and named in err and len(err) < 400
+    assert stdout == "" and not out.exists()
+
+
+@pytest.mark.parametrize("out", ["file", "file/runs"])
+def test_out_pointing_at_a_file_exits_2(tmp_path: Path, capsys, out: str) -> None:
+    (tmp_path / "file").write_text("not a folder\n")
+    code, _, err = fedram(capsys, "run", write_scenario(tmp_path), "--out", tmp_path / out)
+    assert code == 2
+    assert err.startswith("fedram: error: --out ") and "is a file" in err
+
+
+def test_unwritable_data_root_exits_2_naming_it(tmp_path: Path, capsys, no_data_env) -> None:
+    """MNIST is not under data.root and data.root cannot be created (a file is in the
+    way): the run fails naming data.root, not with a traceback."""
+    (tmp_path / "file").write_text("not a folder\n")
+    raw = copy.deepcopy(TINY_GAUSSIAN)
+    raw["data"] = {"dataset": "mnist", "num_clients": 3, "root": str(tmp_path / "file" / "d")}
+    raw["availability"] = {"oracle": "ram", "params": {"rho": [0.5, 0.4, 0.1]}}
+    path = tmp_path / "mnist.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    code, _, err = fedram(capsys, "run", path, "--out", tmp_path / "runs")
+    assert code == 2
+    assert err.splitlines()[-1].startswith("fedram: error: data.root: mnist is not under ")
+    assert str(tmp_path / "file") in err and "Traceback" not in err
+
+
+# -------------------------------------------------------------------- --set
+def test_set_takes_any_yaml_value_commas_included(tmp_path: Path, capsys, monkeypatch) -> None:
+    """``--set 'hcvar_alpha=[0.1, 0.2, 0.3]'`` (one per client) reaches the run."""
+    monkeypatch.setattr("fedram_flwr.cli.write_report", stub_report)
+    scenario, runs = write_scenario(tmp_path), tmp_path / "runs"
+    sets = ["--set", "hcvar_alpha=[0.1, 0.2, 0.3]", "--set", "description=a, b"]
+    code, _, err = fedram(capsys, "run", scenario, "--out", runs, "--variant", LABELS[1], *sets)
+    assert code == 0, err
+    written = RunDirectory(runs / "tiny-gaussian" / LABELS[1] / "seed0").scenario()
+    assert written["hcvar_alpha"] == [0.1, 0.2, 0.3] and written["description"] == "a, b"
+
+
+def test_set_on_a_swept_field_replaces_the_sweep(tmp_path: Path, capsys, monkeypatch) -> None:
+    """The sweep is over algorithm.alpha in [1.0, 0.1]; ``--set algorithm.alpha=0.5``
+    runs alpha 0.5 alone (one variant, ``default``), not the sweep's two."""
+    monkeypatch.setattr("fedram_flwr.cli.write_report", stub_report)
+    runs = tmp_path / "runs"
+    argv = ["run", write_scenario(tmp_path), "--out", runs, "--set", "algorithm.alpha=0.5"]
+    code, _, err = fedram(capsys, *argv)
+    assert code == 0, err
+    assert "1 run(s)" in err
+    assert sorted(p.name for p in (runs / "tiny-gaussian").iterdir() if p.is_dir()) == ["default"]
+    written = RunDirectory(runs / "tiny-gaussian" / "default" / "seed0").scenario()
+    assert written["algorithm"]["params"]["alpha"] == 0.5 and written["sweep"] == {}

@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedram_flwr.config import Scenario, ScenarioError, parse_scenario
+from fedram_flwr.config import (
+    Scenario,
+    ScenarioError,
+    apply_overrides,
+    parse_scenario,
+    read_scenario_file,
+)
 from fedram_flwr.registry import algorithm_params, load_scenario, oracle_params, scenario_from_dict
 from tests.helpers import scenario_error
 
@@ -180,3 +186,78 @@ def test_sweep_over_whole_algorithm_sections(scenario_dict) -> None:
     scenario_dict["sweep"]["algorithm"].append({"name": "fedavg"})
     with pytest.raises(ScenarioError, match="two variants are labelled 'name=fedavg'"):
         scenario_from_dict(scenario_dict)
+
+
+# ------------------------------------------- overrides of swept fields (issue 13)
+def test_override_of_a_swept_field_replaces_the_sweep(scenario_dict) -> None:
+    scenario_dict["sweep"] = {"algorithm.alpha": [1.0, 0.1], "training.lr": [0.1, 0.01]}
+    raw = apply_overrides(scenario_dict, {"algorithm.params.alpha": 0.5})  # long form
+    assert raw["sweep"] == {"training.lr": [0.1, 0.01]}
+    variants = scenario_from_dict(raw).variants()
+    assert [label for label, _ in variants] == ["lr=0.1", "lr=0.01"]
+    assert {algorithm_params(v).alpha for _, v in variants} == {0.5}
+    assert scenario_dict["sweep"]["algorithm.alpha"] == [1.0, 0.1]  # input untouched
+
+
+def test_override_inside_a_section_swept_whole_is_an_error(scenario_dict) -> None:
+    scenario_dict["sweep"] = {"algorithm": [{"name": "fedavg"}, {"name": "afl"}]}
+    with pytest.raises(ScenarioError, match=r"algorithm\.alpha: inside sweep\.algorithm"):
+        apply_overrides(scenario_dict, {"algorithm.alpha": 0.5})
+
+
+# -------------------------------------------------- relative paths (issue 13)
+def test_relative_paths_resolve_against_the_working_directory(
+    scenario_dict, tmp_path: Path, monkeypatch
+) -> None:
+    """data.root (given or default) and a trace's path, in the scenario or a sweep,
+    are absolute once parsed; absolute ones are kept."""
+    monkeypatch.chdir(tmp_path)
+    assert parse_scenario(scenario_dict).data.root == str(tmp_path / "data")  # the default
+    scenario_dict["data"]["root"] = "../shared/data"
+    scenario_dict["availability"] = {"oracle": "trace", "params": {"path": "t/a.csv"}}
+    scenario_dict["sweep"] = {"availability.params.path": ["t/a.csv", "/abs/b.csv"]}
+    s = parse_scenario(scenario_dict)
+    assert s.data.root == str(tmp_path.parent / "shared" / "data")
+    assert s.availability.params["path"] == str(tmp_path / "t" / "a.csv")
+    paths = [v.availability.params["path"] for _, v in s.variants()]
+    assert paths == [str(tmp_path / "t" / "a.csv"), "/abs/b.csv"]
+    monkeypatch.chdir(tmp_path.parent)  # reparsing the resolved scenario keeps its paths
+    assert parse_scenario(s.to_dict()) == s
+
+
+# --------------------------------------------------------- files and ranges
+def test_duplicate_keys_are_rejected_naming_the_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text("rounds: 6\ndata:\n  num_clients: 3\n  num_clients: 4\n")
+    with pytest.raises(ScenarioError, match=r"s\.yaml: invalid YAML: line 4, column 3: "):
+        read_scenario_file(path)
+
+
+@pytest.mark.parametrize(
+    ("seed", "ok"), [(0, True), (2**32 - 1, True), (2**32, False), (-1, False), (2**70, False)]
+)
+def test_seeds_are_0_to_2_32_minus_1(scenario_dict, seed: int, ok: bool) -> None:
+    scenario_dict["seeds"] = [0, seed]
+    if ok:
+        assert parse_scenario(scenario_dict).seeds == (0, seed)
+    else:
+        assert build_error(scenario_dict).startswith(f"seeds[1]: {seed} is outside")
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "value", "expected"),
+    [
+        ("data", "cluster_std", -0.1, "data.cluster_std: -0.1 is outside"),
+        ("data", "num_clients", 100_001, "data.num_clients: 100001 is outside"),
+    ],
+)
+def test_more_out_of_range_values(scenario_dict, section, key, value, expected) -> None:
+    scenario_dict[section][key] = value
+    scenario_dict["data"].pop("client_classes")
+    assert build_error(scenario_dict).startswith(expected)
+
+
+@pytest.mark.parametrize("section", ["data", "training", "model", "availability"])
+def test_null_section_is_an_error(scenario_dict, section: str) -> None:
+    scenario_dict[section] = None
+    assert build_error(scenario_dict).startswith(f"{section}: expected a mapping, got null")

@@ -31,6 +31,7 @@ from fedram_flwr.data.sources import (
     load_image_dataset,
 )
 from fedram_flwr.rng import stream
+from fedram_flwr.schema import few
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,7 @@ def load_federated_data(cfg: DataConfig, rare_clients: tuple[int, ...], seed: in
     empty = [k for k, p in enumerate(parts) if p.size == 0]
     if empty:
         raise ScenarioError(
-            f"data: clients {empty} received no training samples; give them classes or "
+            f"data: clients {few(empty)} received no training samples; give them classes or "
             "use fewer clients"
         )
     test_rng = stream("test-split", seed)

@@ -94,6 +94,20 @@ def data_root(cfg_root: str) -> Path:
     return Path(os.environ.get("FEDRAM_DATA", cfg_root)).expanduser()
 
 
+def _writable_folder(folder: Path, name: str) -> None:
+    """Create ``folder`` for ``name``'s files, or say that data.root cannot be written."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if not os.access(folder, os.W_OK):
+            raise PermissionError(13, "Permission denied", str(folder))
+    except OSError as err:
+        raise DatasetNotFoundError(
+            f"data.root: {name} is not under {folder}, which cannot be written to fetch it "
+            f"({err.strerror}: {err.filename}). Set data.root or $FEDRAM_DATA to a folder "
+            "that holds the files or can be written."
+        ) from None
+
+
 def _install_debian_fashion_mnist(raw: Path) -> bool:
     """Decompress the Debian package's files into torchvision's raw folder."""
     if not all((DEBIAN_FASHION_MNIST / f"{name}.gz").is_file() for name in _IDX_FILES):
@@ -151,6 +165,7 @@ def load_colour_dataset(name: str, root: Path, train: bool) -> tuple[np.ndarray,
         split = "train" if train else "test"
         fetch = partial(torchvision.datasets.SVHN, str(folder), split=split, download=True)
     if not all((folder / f).is_file() for f in files):
+        _writable_folder(folder, name)
         try:
             fetch()
         except Exception as err:  # noqa: BLE001 - any download failure means "not here"
@@ -174,6 +189,8 @@ def load_image_dataset(name: str, root: Path, train: bool) -> tuple[np.ndarray, 
     cls = getattr(torchvision.datasets, _TORCHVISION_CLASS[name])
     raw = root / _TORCHVISION_CLASS[name] / "raw"
     have = all((raw / f).is_file() for f in _IDX_FILES)
+    if not have:
+        _writable_folder(raw, name)
     if not have and name == "fashion-mnist":
         have = _install_debian_fashion_mnist(raw)
     try:

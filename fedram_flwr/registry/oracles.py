@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -34,7 +35,6 @@ from fedram_flwr.availability import (
     read_trace,
 )
 from fedram_flwr.config import Scenario, ScenarioError
-from fedram_flwr.paths import resolve_app_path
 from fedram_flwr.registry.specs import Hidden, OracleParams, OracleSpec
 from fedram_flwr.rng import stream
 from fedram_flwr.schema import check_range
@@ -318,7 +318,7 @@ class TraceParams(OracleParams):
 
     def matrix(self, scenario: Scenario) -> np.ndarray:
         """The trace as a rounds x clients bool matrix (its shape checked)."""
-        path = resolve_app_path(self.path)
+        path = Path(self.path)  # absolute: the schema resolved it at load
         return _as_scenario_error(read_trace, path, scenario.data.num_clients)
 
 

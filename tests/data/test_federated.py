@@ -41,6 +41,22 @@ def test_federated_data_checks_client_classes(tiny_scenario) -> None:
         load_federated_data(bad, (2,), 0)
 
 
+def test_clients_without_samples_are_listed_briefly(tiny_scenario) -> None:
+    """2000 clients share 120 samples: the error names a few, not all 1880 (issue 13)."""
+    cfg = with_overrides(
+        tiny_scenario,
+        {
+            "data.num_clients": 2000,
+            "data.client_classes": None,
+            "availability.rho": [1 / 2000] * 2000,
+        },
+    ).data
+    with pytest.raises(
+        ScenarioError, match=r"^data: clients \[\d+(, \d+){4}, \.\.\.\] \(\d+ in all\)"
+    ):
+        load_federated_data(cfg, (), 0)
+
+
 def test_federated_image_data_missing_raises(tmp_path: Path, offline, monkeypatch) -> None:
     from fedram_flwr.config import DataConfig
 

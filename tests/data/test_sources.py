@@ -12,8 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torchvision
+import yaml
 from scipy.io import savemat
 
+from fedram_flwr.app_config import scenario_from_run_config
 from fedram_flwr.data import (
     DatasetNotFoundError,
     data_root,
@@ -21,6 +23,7 @@ from fedram_flwr.data import (
     load_image_dataset,
     sources,
 )
+from fedram_flwr.registry import load_scenario, with_overrides
 from tests.helpers import write_cifar10, write_svhn
 
 
@@ -196,3 +199,32 @@ def test_missing_files_say_how_to_get_them(tmp_path: Path, monkeypatch, name: st
     monkeypatch.setattr(torchvision.datasets, {"cifar10": "CIFAR10", "svhn": "SVHN"}[name], offline)
     with pytest.raises(DatasetNotFoundError, match="download failed.*copy"):
         load_image_dataset(name, tmp_path, train=True)
+
+
+def test_relative_data_root_resolves_against_the_working_directory_in_every_engine(
+    tmp_path: Path, monkeypatch, offline, no_data_env
+) -> None:
+    """A relative data.root is made absolute when the scenario is loaded (issue 13): the
+    scenario ``fedram run`` hands the Flower engines holds the absolute path, so their
+    ServerApp, loading it through the run config in its own working directory, reads the
+    same MNIST files the in-process engine reads (it used to look in its app folder)."""
+    work, elsewhere = tmp_path / "work", tmp_path / "flwr-home"
+    written = tiny_mnist(work / "data")
+    elsewhere.mkdir()
+    raw = {"rounds": 1, "data": {"dataset": "mnist", "num_clients": 2, "root": "./data"}}
+    raw["availability"] = {"oracle": "bernoulli", "params": {"p_min": 0.5}}
+    (work / "s.yaml").write_text(yaml.safe_dump(raw))
+    monkeypatch.chdir(work)
+    scenario = load_scenario("s.yaml")
+    assert scenario.data.root == str(work / "data")
+    assert with_overrides(scenario, {"data.root": "other"}).data.root == str(work / "other")
+    assert load_scenario(work / "s.yaml").to_dict()["data"]["root"] == str(work / "data")
+    requested = tmp_path / "run" / "requested-scenario.yaml"  # as cli.py writes it
+    requested.parent.mkdir()
+    requested.write_text(yaml.safe_dump({**scenario.to_dict(), "seeds": [0]}))
+
+    monkeypatch.chdir(elsewhere)
+    seen = scenario_from_run_config.__wrapped__(str(requested), "")
+    assert seen.data.root == str(work / "data")
+    _, labels = load_image_dataset("mnist", data_root(seen.data.root), train=False)
+    assert labels.tolist() == written["t10k"][1].tolist() and offline == []
