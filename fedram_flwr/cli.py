@@ -13,7 +13,13 @@ takes any YAML value (one field each); a ``--set`` of a swept field replaces the
 values by the one given. Bad input ends in ``fedram: error: ...`` (exit 2).
 
 Runs go to ``<out>/<scenario name>/<variant>/seed<k>``. A run whose status is already
-``complete`` is skipped (rerunning a sweep resumes it); ``--force`` reruns everything.
+``complete`` is skipped (rerunning a sweep resumes it) when its files are whole and its
+fingerprint says it ran the same resolved scenario and seed (other code: skipped with a
+note). A complete run of another scenario is never skipped: ``fedram run`` refuses before
+running anything and names ``--force``, which reruns everything. A damaged complete run,
+and a run left ``failed``, ``interrupted`` (its process died) or ``missing``, runs again.
+A folder another run is writing is left alone. A run that fails does not stop the sweep:
+the others run, the report lists it, and ``fedram run`` exits 1 naming it.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from pathlib import Path
 import yaml
 
 from fedram_flwr.app_config import parse_override
-from fedram_flwr.config import ScenarioError
+from fedram_flwr.config import Scenario, ScenarioError
 from fedram_flwr.data import DatasetNotFoundError
 from fedram_flwr.engines import (
     DEPLOYMENT_LATENCY_ENV,
@@ -40,6 +46,7 @@ from fedram_flwr.plot_inputs import complete_plot_inputs
 from fedram_flwr.plots import plot_run
 from fedram_flwr.registry import load_scenario, with_overrides
 from fedram_flwr.report import write_report
+from fedram_flwr.rundir import ACTIVE, code_version, run_folder
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -121,39 +128,107 @@ def cmd_run(args: argparse.Namespace) -> int:
             allowed = ", ".join(label for label, _ in variants)
             raise ScenarioError(f"--variant: unknown {sorted(unknown)}; allowed: {allowed}")
         variants = [(label, v) for label, v in variants if label in args.variant]
+    jobs = [
+        (label, v, seed, run_folder(args.out, scenario.name, label, seed))
+        for label, v in variants
+        for seed in seeds
+    ]
     root = args.out / scenario.name
-    jobs = [(label, v, seed) for label, v in variants for seed in seeds]
+    if not args.force:
+        refuse_changed(jobs)
     print(f"fedram: {len(jobs)} run(s) of {scenario.name} -> {root}", file=sys.stderr)
     t0 = time.monotonic()
-    for i, (label, variant, seed) in enumerate(jobs, 1):
-        run_dir = root / label / f"seed{seed}"
-        if not args.force and RunDirectory(run_dir).status() == "complete":
-            print(f"[{i}/{len(jobs)}] {label} seed {seed}: complete, skipped", file=sys.stderr)
-            continue
+    failed: list[str] = []
+    for i, (label, variant, seed, run_dir) in enumerate(jobs, 1):
         tag = f"[{i}/{len(jobs)}] {label} seed {seed}"
-        RunDirectory(run_dir).write_variant(label, swept[label])
-        if args.engine in ("flwr", "deployment"):
-            resolved = run_dir / "requested-scenario.yaml"
-            run_dir.mkdir(parents=True, exist_ok=True)
-            resolved.write_text(yaml.safe_dump({**variant.to_dict(), "seeds": [seed]}))
-            deployment = args.engine == "deployment"
-            run_with_flwr(
-                resolved.resolve(),
-                seed,
-                run_dir.resolve(),
-                engine="deployment" if deployment else "simulation",
-                tls=generate_tls_files(run_dir.resolve() / "tls") if args.tls else None,
-                kill_after=kills,
-                env=DEPLOYMENT_LATENCY_ENV if deployment else None,
-            )
-        else:
-            run_in_process(variant, seed, run_dir, label=tag)
-        plot_run(run_dir)
+        try:
+            with RunDirectory(run_dir).lock():
+                if not args.force and skip(RunDirectory(run_dir), tag):
+                    continue
+                RunDirectory(run_dir).write_variant(label, swept[label])
+                run_one(args, kills, variant, seed, run_dir, tag)
+                plot_run(run_dir)
+        except (ScenarioError, DatasetNotFoundError):
+            raise  # bad input: every run would fail alike
+        except Exception as err:  # RunDirectoryBusy too: another run writes that folder
+            print(f"{tag}: failed: {type(err).__name__}: {err}", file=sys.stderr)
+            failed.append(f"{run_dir} ({type(err).__name__})")
     complete_plot_inputs(root)
     report = write_report(root)
     print(f"fedram: done in {time.monotonic() - t0:.0f} s; report: {report}", file=sys.stderr)
     print(report.read_text())
+    if failed:
+        print(
+            f"fedram: error: {len(failed)} of {len(jobs)} run(s) failed: " + ", ".join(failed),
+            file=sys.stderr,
+        )
+        return 1
     return 0
+
+
+def refuse_changed(jobs: list[tuple[str, Scenario, int, Path]]) -> None:
+    """Refuse, before running anything, to skip complete runs of another scenario."""
+    changed = []
+    for _, variant, seed, run_dir in jobs:
+        run = RunDirectory(run_dir)
+        if run.status() == "complete" and run.damage() is None:
+            diff = run.changes(variant.to_dict(), seed)
+            if diff is not None:
+                changed.append(f"  {run_dir}: {diff}")
+    if changed:
+        raise ScenarioError(
+            "these complete runs were made with other settings:\n"
+            + "\n".join(changed)
+            + "\nrerun with --force to replace them, or choose another --out"
+        )
+
+
+def skip(run: RunDirectory, tag: str) -> bool:
+    """Whether ``run`` (locked by us) is complete and whole: skip it (saying so)."""
+    status = run.status()
+    if status in ACTIVE:  # we hold its lock: whoever wrote that is gone
+        status = "interrupted"
+    if status != "complete":
+        if status != "missing":
+            print(f"{tag}: {status}, running it again", file=sys.stderr)
+        return False
+    why = run.damage()
+    if why is not None:
+        print(f"{tag}: complete but damaged ({why}), running it again", file=sys.stderr)
+        return False
+    recorded = run.fingerprint().get("code", {}).get("source")
+    note = ""
+    if recorded != code_version()["source"]:
+        note = " (made by other code: --force reruns it)"
+    print(f"{tag}: complete, skipped{note}", file=sys.stderr)
+    return True
+
+
+def run_one(
+    args: argparse.Namespace,
+    kills: dict[int, int],
+    variant: Scenario,
+    seed: int,
+    run_dir: Path,
+    tag: str,
+) -> None:
+    """One (variant, seed) on the chosen engine."""
+    if args.engine in ("flwr", "deployment"):
+        resolved = run_dir / "requested-scenario.yaml"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        resolved.write_text(yaml.safe_dump({**variant.to_dict(), "seeds": [seed]}))
+        deployment = args.engine == "deployment"
+        run_with_flwr(
+            resolved.resolve(),
+            seed,
+            run_dir.resolve(),
+            engine="deployment" if deployment else "simulation",
+            tls=generate_tls_files(run_dir.resolve() / "tls") if args.tls else None,
+            kill_after=kills,
+            env=DEPLOYMENT_LATENCY_ENV if deployment else None,
+        )
+    else:
+        run_in_process(variant, seed, run_dir, label=tag)
 
 
 def cmd_report(args: argparse.Namespace) -> int:

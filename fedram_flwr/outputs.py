@@ -1,17 +1,6 @@
-"""Run directories and the strategy wrapper that records every round.
-
-A run directory holds ``scenario.yaml`` (resolved, with the seed), ``status.json``
-(``running`` until the last round is recorded, then ``complete``; ``failed`` with the
-error when the engine saw one), ``metrics.jsonl`` (one row per round), ``summary.json``,
-``availability.csv`` (the oracle's round x client 0/1 matrix, replayable with the
-``trace`` oracle), ``variant.json`` (the variant's label and swept fields, written by the
-CLI), ``plot_inputs.npz`` (what one run's figures need beyond its metrics: the oracle's
-hidden law and, for 2-D data, the decision-boundary grid), ``weights.npy`` for strategies
-that weigh clients individually (rounds x clients float32: the aggregation weight q_k^(t)
-each participant's update received, 0 for the others; one binary array instead of per-row
-lists, so N = 100,000 clients cost 400 kB a round on disk and nothing in
-``metrics.jsonl``) and PNG plots (drawn by the CLI from these files). A directory
-whose status is not ``complete`` is an incomplete run and the report says so instead of using it.
+"""The strategy wrapper that records every round in a run directory (the files of a
+run directory and its one writer: :mod:`fedram_flwr.rundir`, re-exported here), and the
+run's summary.
 """
 
 from __future__ import annotations
@@ -22,11 +11,9 @@ import math
 import sys
 import time
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 from flwr.common import EvaluateRes, FitRes, Parameters, Scalar, parameters_to_ndarrays
 from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
@@ -38,113 +25,14 @@ from fedram_flwr.availability import (
     OracleClientManager,
     write_trace,
 )
+from fedram_flwr.rundir import PLOT_INPUTS_FILE as PLOT_INPUTS_FILE
+from fedram_flwr.rundir import VARIANT_FILE as VARIANT_FILE
+from fedram_flwr.rundir import WEIGHTS_FILE, RunDirectory
+from fedram_flwr.rundir import label_fields as label_fields
 
-WEIGHTS_FILE = "weights.npy"
-VARIANT_FILE = "variant.json"
-PLOT_INPUTS_FILE = "plot_inputs.npz"
 BOUNDARY_GRID = 300  # points per axis of the decision-boundary grid
-
-
-class RunDirectory:
-    """Files of one (scenario variant, seed) run."""
-
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-
-    @property
-    def metrics_path(self) -> Path:
-        return self.path / "metrics.jsonl"
-
-    def status(self) -> str:
-        try:
-            return json.loads((self.path / "status.json").read_text())["status"]
-        except (FileNotFoundError, json.JSONDecodeError, KeyError):
-            return "missing"
-
-    def start(self, scenario: dict[str, Any], seed: int, engine: str) -> None:
-        self.path.mkdir(parents=True, exist_ok=True)
-        stale_files = (
-            "metrics.jsonl",
-            "summary.json",
-            "final_model.npz",
-            "availability.csv",
-            WEIGHTS_FILE,
-            PLOT_INPUTS_FILE,
-        )
-        for stale in stale_files:
-            (self.path / stale).unlink(missing_ok=True)
-        self.write("scenario.yaml", yaml.safe_dump({**scenario, "seed": seed}, sort_keys=False))
-        self.set_status("running", engine=engine, started=time.time())
-
-    def set_status(self, status: str, **extra: Any) -> None:
-        self.write("status.json", json.dumps({"status": status, **extra}, indent=2))
-
-    def append_metrics(self, row: dict[str, Any]) -> None:
-        with self.metrics_path.open("a") as fh:
-            fh.write(json.dumps(row) + "\n")
-
-    def read_metrics(self) -> list[dict[str, Any]]:
-        if not self.metrics_path.is_file():
-            return []
-        return [json.loads(line) for line in self.metrics_path.read_text().splitlines() if line]
-
-    def read_weights(self) -> np.ndarray | None:
-        """Rounds x clients aggregation weights (``weights.npy``), if the run has them."""
-        f = self.path / WEIGHTS_FILE
-        return np.load(f) if f.is_file() else None
-
-    def read_final_model(self) -> list[np.ndarray] | None:
-        """The global parameter arrays saved after the last round."""
-        f = self.path / "final_model.npz"
-        if not f.is_file():
-            return None
-        with np.load(f) as z:
-            return [z[k] for k in sorted(z.files, key=lambda s: int(s.split("_")[1]))]
-
-    def write_variant(self, label: str, swept: Mapping[str, Any]) -> None:
-        """``variant.json``: the variant's label and swept ``{field: value}`` mapping, so
-        a report groups runs by data rather than by parsing folder names."""
-        self.path.mkdir(parents=True, exist_ok=True)
-        record = {"label": label, "sweep": dict(swept), "fields": label_fields(swept)}
-        self.write(VARIANT_FILE, json.dumps(record, indent=2))
-
-    def read_variant(self) -> dict[str, Any] | None:
-        """The record of :meth:`write_variant`; None in run folders made without it."""
-        f = self.path / VARIANT_FILE
-        return json.loads(f.read_text()) if f.is_file() else None
-
-    def read_plot_inputs(self) -> dict[str, np.ndarray] | None:
-        """The arrays of :func:`write_plot_inputs`; None when the run has none."""
-        f = self.path / PLOT_INPUTS_FILE
-        if not f.is_file():
-            return None
-        with np.load(f) as z:
-            return {k: z[k] for k in z.files}
-
-    def read_summary(self) -> dict[str, Any]:
-        return json.loads((self.path / "summary.json").read_text())
-
-    def scenario(self) -> dict[str, Any]:
-        return yaml.safe_load((self.path / "scenario.yaml").read_text())
-
-    def write(self, name: str, text: str) -> None:
-        tmp = self.path / f".{name}.tmp"
-        tmp.write_text(text)
-        tmp.replace(self.path / name)  # atomic: never a half-written file
-
-
-def label_fields(swept: Mapping[str, Any]) -> dict[str, str]:
-    """The label's ``key=value`` parts of a variant's swept fields, as strings:
-    ``{"availability.p_min": 0.1}`` -> ``{"p_min": "0.1"}``; a whole section given as a
-    mapping with a ``name`` is named by it (``{"algorithm": {"name": "afl"}}`` ->
-    ``{"name": "afl"}``), as ``Scenario.variants()`` labels it."""
-    out = {}
-    for key, value in swept.items():
-        if isinstance(value, Mapping) and "name" in value:
-            out["name"] = f"{value['name']}"
-        else:
-            out[key.split(".")[-1]] = f"{value}"
-    return out
+NO_TRAINING = "no client trained in any round"
+"""The summary's warning for a run in which no client's update was ever aggregated."""
 
 
 def swept_values(sweep: Mapping[str, list[Any]]) -> list[dict[str, Any]]:
@@ -197,6 +85,8 @@ def summarise(rows: list[dict[str, Any]], tail_fraction: float = 0.2) -> dict[st
         "time-mean": {k: float(np.mean([r[k] for r in trained if k in r])) for k in numeric},
         "relay-counts": relays,
         "mean-round-seconds": sum(times) / len(times) if times else math.nan,
+        # rounds in which Flower found nobody to train have no "relayed" list at all
+        **({"warnings": [NO_TRAINING]} if rounds and not relays else {}),
     }
 
 

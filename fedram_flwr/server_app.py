@@ -1,8 +1,10 @@
 """ServerApp for ``flwr run .`` (Simulation and Deployment Engines).
 
 Run config: ``scenario`` (path inside the app, or absolute), ``seed``, ``overrides``
-(``"algorithm.alpha=0.1,training.local_epochs=2"``) and ``run-dir`` (where results go;
-default ``runs/flwr/<scenario>/seed<seed>`` under the working directory).
+(``"algorithm.alpha=0.1,training.local_epochs=2"``), ``run-dir`` (where results go;
+default ``runs/flwr/<scenario>/seed<seed>`` under the working directory) and ``run-token``
+(the lock token of the process that drives the run, which the ServerApp checks before
+every write; empty: the ServerApp takes the run folder's lock itself).
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ def server_fn(context: Context) -> ServerAppComponents:
     scenario, seed = run_settings(context.run_config)
     run_dir = str(context.run_config.get("run-dir", "")) or f"runs/flwr/{scenario.name}/seed{seed}"
     out = RunDirectory(Path(run_dir).resolve())
-    out.start(scenario.to_dict(), seed, engine="flwr")
+    token = str(context.run_config.get("run-token", ""))
+    out.start(scenario.to_dict(), seed, engine="flwr", token=token)
     print(f"fedram: writing results to {out.path}", flush=True)
     exp = Experiment(scenario, seed)
     manager = exp.client_manager()

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import copy
 import json
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -154,20 +157,168 @@ def test_report_tabulates_every_variant_of_the_runs(tmp_path: Path, capsys) -> N
     assert len(rows) % 2 == 0 and len(rows) >= 4
 
 
-def test_a_run_that_raises_is_marked_failed(tmp_path: Path, capsys, monkeypatch) -> None:
-    def boom(self, server_round, results, failures):
-        raise RuntimeError(f"aggregation broke in round {server_round}")
+def test_a_failed_run_is_reported_and_the_sweep_goes_on(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    real, calls = FedCVaRAvg.aggregate_fit, []
+
+    def boom(self, server_round, results, failures):  # breaks the first run only
+        calls.append(server_round)
+        if len(calls) == 1:
+            raise RuntimeError(f"aggregation broke in round {server_round}")
+        return real(self, server_round, results, failures)
 
     monkeypatch.setattr(FedCVaRAvg, "aggregate_fit", boom)
     out = tmp_path / "runs"
-    with pytest.raises(RuntimeError, match="aggregation broke in round 1"):
-        main(["run", str(write_scenario(tmp_path)), "--out", str(out), "--variant", LABELS[0]])
-    run = RunDirectory(out / "tiny-gaussian" / LABELS[0] / "seed0")
+    code, stdout, err = fedram(capsys, "run", write_scenario(tmp_path), "--out", out)
+    assert code == 1
+    root = out / "tiny-gaussian"
+    run = RunDirectory(root / LABELS[0] / "seed0")
     status = json.loads((run.path / "status.json").read_text())
     assert status["status"] == "failed"
     assert status["error"] == "RuntimeError: aggregation broke in round 1"
     assert "boom" in status["traceback"]
     assert [r["round"] for r in run.read_metrics()] == [0]
+    # the next variant still ran; the failure is named at the end and in the report
+    assert RunDirectory(root / LABELS[1] / "seed0").status() == "complete"
+    assert err.strip().splitlines()[-1].startswith("fedram: error: 1 of 2 run(s) failed:")
+    assert str(run.path) in err.strip().splitlines()[-1]
+    assert f"- {run.path}: failed" in stdout
+
+
+def test_a_changed_scenario_is_refused_naming_force(tmp_path: Path, capsys) -> None:
+    scenario, out = write_scenario(tmp_path), tmp_path / "runs"
+    args = ["run", scenario, "--out", out, "--variant", "alpha=0.1"]
+    assert fedram(capsys, *args)[0] == 0
+    run = RunDirectory(out / "tiny-gaussian" / "alpha=0.1" / "seed0")
+    metrics = run.metrics_path.read_bytes()
+    code, stdout, err = fedram(capsys, *args, "--set", "rounds=3", "--set", "training.lr=0.5")
+    assert code == 2 and stdout == ""
+    assert "--force" in err and str(run.path) in err
+    assert "rounds: 6 -> 3" in err and "training.lr: 0.05 -> 0.5" in err
+    assert run.metrics_path.read_bytes() == metrics  # nothing was run
+    # the same scenario again: skipped; --force: rerun with the new settings
+    code, _, err = fedram(capsys, *args)
+    assert code == 0 and "complete, skipped" in err and "other code" not in err
+    code, _, err = fedram(capsys, *args, "--set", "rounds=3", "--force")
+    assert code == 0 and [r["round"] for r in run.read_metrics()] == [0, 1, 2, 3]
+    assert fedram(capsys, *args, "--set", "rounds=3")[2].count("complete, skipped") == 1
+
+
+def hold_lock(folder: Path) -> subprocess.Popen:
+    """Another process holding ``folder``'s run lock until its stdin closes."""
+    code = (
+        "import sys; from fedram_flwr.outputs import RunDirectory\n"
+        f"with RunDirectory({str(folder)!r}).lock():\n"
+        "    print('locked', flush=True); sys.stdin.read()\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout.readline().strip() == "locked"
+    return proc
+
+
+def test_a_second_writer_fails_at_once_naming_the_folder_and_pid(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    monkeypatch.setattr("fedram_flwr.cli.write_report", stub_report)
+    scenario, out = write_scenario(tmp_path), tmp_path / "runs"
+    folder = out / "tiny-gaussian" / "alpha=0.1" / "seed0"
+    holder = hold_lock(folder)
+    try:
+        code, _, err = fedram(capsys, "run", scenario, "--out", out, "--variant", "alpha=0.1")
+    finally:
+        holder.stdin.close()
+        holder.wait()
+    assert code == 1
+    assert f"run folder {folder.resolve()} is being written by another run (pid {holder.pid}" in err
+    assert not (folder / "status.json").exists() and not (folder / "metrics.jsonl").exists()
+    code, _, err = fedram(capsys, "run", scenario, "--out", out, "--variant", "alpha=0.1")
+    assert code == 0 and RunDirectory(folder).status() == "complete"
+
+
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        (lambda d: d.metrics_path.write_text(d.metrics_path.read_text()[:-9]), "metrics.jsonl"),
+        (lambda d: (d.path / "summary.json").unlink(), "summary.json"),
+        (lambda d: (d.path / "scenario.yaml").write_text("rounds: [6\n"), "scenario.yaml"),
+        (lambda d: (d.path / "summary.json").write_text("{"), "summary.json"),
+    ],
+)
+def test_a_damaged_complete_run_is_reported_and_redone(
+    tmp_path: Path, capsys, damage, why: str
+) -> None:
+    scenario, out = write_scenario(tmp_path), tmp_path / "runs"
+    args = ["run", scenario, "--out", out, "--variant", "alpha=0.1"]
+    assert fedram(capsys, *args)[0] == 0
+    run = RunDirectory(out / "tiny-gaussian" / "alpha=0.1" / "seed0")
+    rows = without_timings(run.read_metrics())
+    damage(run)
+    code, report, _ = fedram(capsys, "report", out / "tiny-gaussian")
+    assert code == 0 and f"- {run.path}: damaged: {why}" in report
+    code, _, err = fedram(capsys, *args)
+    assert code == 0 and f"complete but damaged ({why}" in err
+    assert run.damage() is None and without_timings(run.read_metrics()) == rows
+
+
+def test_a_dead_run_reads_interrupted_and_is_run_again(tmp_path: Path, capsys) -> None:
+    scenario, out = write_scenario(tmp_path), tmp_path / "runs"
+    folder = out / "tiny-gaussian" / "alpha=0.1" / "seed0"
+    code = (
+        "import os, signal; from fedram_flwr.outputs import RunDirectory\n"
+        f"RunDirectory({str(folder)!r}).start({{'rounds': 6}}, 0, engine='in-process')\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    assert subprocess.run([sys.executable, "-c", code]).returncode == -signal.SIGKILL
+    assert json.loads((folder / "status.json").read_text())["status"] == "running"
+    assert RunDirectory(folder).status() == "interrupted"
+    code, report, _ = fedram(capsys, "report", out / "tiny-gaussian")
+    assert code == 0 and f"- {folder}: interrupted" in report
+    code, _, err = fedram(capsys, "run", scenario, "--out", out, "--variant", "alpha=0.1")
+    assert code == 0 and "interrupted, running it again" in err
+    assert RunDirectory(folder).status() == "complete"
+
+
+def test_sigterm_in_process_leaves_failed(tmp_path: Path) -> None:
+    scenario, out = write_scenario(tmp_path), tmp_path / "runs"
+    code = (
+        "import os, signal, sys\n"
+        "from fedram_flwr.cli import main\n"
+        "from fedram_flwr.strategies import FedCVaRAvg\n"
+        "real = FedCVaRAvg.aggregate_fit\n"
+        "def fit(self, rnd, results, failures):\n"
+        "    if rnd == 2: os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    return real(self, rnd, results, failures)\n"
+        "FedCVaRAvg.aggregate_fit = fit\n"
+        f"sys.exit(main(['run', {str(scenario)!r}, '--out', {str(out)!r},"
+        " '--variant', 'alpha=0.1']))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 128 + signal.SIGTERM, proc.stderr[-2000:]
+    status = json.loads((out / "tiny-gaussian" / "alpha=0.1" / "seed0" / "status.json").read_text())
+    assert status["status"] == "failed" and status["error"] == "SystemExit: 143"
+
+
+@pytest.mark.parametrize("name", ["..", "../elsewhere", "a/b", ""])
+def test_a_scenario_name_cannot_leave_out(tmp_path: Path, capsys, name: str) -> None:
+    out = tmp_path / "deep" / "runs"
+    code, _, err = fedram(capsys, "run", write_scenario(tmp_path, name=name), "--out", out)
+    assert code == 2 and err.startswith("fedram: error: ") and "name: " in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny.yaml"]
+
+
+def test_a_run_nobody_trained_warns_in_its_summary_and_report_row(tmp_path: Path, capsys) -> None:
+    availability = {"oracle": "bernoulli", "params": {"p": [0.0, 0.0, 0.0]}}
+    scenario = write_scenario(tmp_path, availability=availability)
+    out = tmp_path / "runs"
+    code, report, err = fedram(capsys, "run", scenario, "--out", out, "--variant", "alpha=0.1")
+    assert code == 0, err
+    run = RunDirectory(out / "tiny-gaussian" / "alpha=0.1" / "seed0")
+    assert run.read_summary()["warnings"] == ["no client trained in any round"]
+    row = next(line for line in report.splitlines() if line.startswith("| alpha=0.1"))
+    assert row.rstrip(" |").endswith("no client trained in any round (1 of 1)")
 
 
 # ------------------------------------------------- bad input: exit 2, no traceback
@@ -273,7 +424,6 @@ def test_unwritable_data_root_exits_2_naming_it(tmp_path: Path, capsys, no_data_
     assert str(tmp_path / "file") in err and "Traceback" not in err
 
 
-# -------------------------------------------------------------------- --set
 def test_set_takes_any_yaml_value_commas_included(tmp_path: Path, capsys, monkeypatch) -> None:
     """``--set 'hcvar_alpha=[0.1, 0.2, 0.3]'`` (one per client) reaches the run."""
     monkeypatch.setattr("fedram_flwr.cli.write_report", stub_report)

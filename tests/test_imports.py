@@ -156,6 +156,7 @@ LAYERS = (
     "fedram_flwr.paths",
     "fedram_flwr.registry",
     "fedram_flwr.experiment",
+    "fedram_flwr.rundir",
     "fedram_flwr.outputs",
     "fedram_flwr.plot_inputs",
     "fedram_flwr.app_config",

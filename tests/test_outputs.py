@@ -94,3 +94,10 @@ def test_variant_record_survives_a_restart_of_the_run(tmp_path: Path) -> None:
         "sweep": {"availability.p_min": 0.1},
         "fields": {"p_min": "0.1"},
     }
+
+
+def test_a_run_nobody_trained_warns_in_its_summary() -> None:
+    # rounds whose fit Flower cancelled (nobody available) have no "relayed" list
+    empty = [{"round": r, "accuracy": 0.3} for r in range(3)]
+    assert summarise(empty)["warnings"] == ["no client trained in any round"]
+    assert "warnings" not in summarise([*empty, {"round": 3, "relayed": [1], "accuracy": 0.5}])

@@ -14,6 +14,7 @@ and the results are the same (strategies aggregate in partition order).
 from __future__ import annotations
 
 import logging
+import signal
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -39,6 +40,7 @@ from flwr.common.logger import FLOWER_LOGGER as flwr_logger
 from flwr.server.client_proxy import ClientProxy
 
 from fedram_flwr.config import Scenario
+from fedram_flwr.engines.flwr.signals import signals_raise
 from fedram_flwr.engines.server import StrategyEveryRound
 from fedram_flwr.experiment import Experiment
 from fedram_flwr.outputs import RecordingStrategy, RunDirectory
@@ -127,36 +129,45 @@ def markov_law(exp: Experiment) -> tuple[np.ndarray, np.ndarray] | None:
 def run_in_process(
     scenario: Scenario, seed: int, run_dir: str | Path, *, label: str = ""
 ) -> RunDirectory:
-    """Run one (scenario, seed) to completion; the run directory records it."""
-    exp = Experiment(scenario, seed)
+    """Run one (scenario, seed) to completion; the run directory records it. Holds the
+    folder's lock throughout (:class:`~fedram_flwr.rundir.RunDirectoryBusy` at once if
+    another run writes it); SIGTERM and SIGHUP, like Ctrl-C, end the run ``failed``."""
     out = RunDirectory(run_dir)
-    out.start(scenario.to_dict(), seed, engine="in-process")
-    try:
-        manager = exp.client_manager()
-        k = scenario.data.num_clients
-
-        def client_fn(context: Context) -> Client:
-            return exp.client(int(context.node_config["partition-id"]), context.state).to_client()
-
-        for pid in range(k):
-            manager.register(InProcessClientProxy(str(pid), client_fn, node_context(pid, k, {})))
-        server = StrategyEveryRound(
-            client_manager=manager, strategy=recording_strategy(exp, out, label)
-        )
-        server.set_max_workers(1)
-        level, threads = flwr_logger.level, torch.get_num_threads()
-        flwr_logger.setLevel(logging.WARNING)  # our progress lines replace Flower's per round
-        torch.set_num_threads(1)
+    with out.lock(), signals_raise(signal.SIGTERM, signal.SIGHUP):
+        exp = Experiment(scenario, seed)
+        out.start(scenario.to_dict(), seed, engine="in-process")
         try:
-            server.fit(num_rounds=scenario.rounds, timeout=None)
-        finally:
-            flwr_logger.setLevel(level)
-            torch.set_num_threads(threads)
-        if out.status() != "complete":
-            raise RuntimeError("the server loop ended before the last round was recorded")
-    except BaseException as err:
-        out.set_status(
-            "failed", error=f"{type(err).__name__}: {err}", traceback=traceback.format_exc()
-        )
-        raise
+            _serve(exp, out, label)
+        except BaseException as err:
+            out.set_status(
+                "failed", error=f"{type(err).__name__}: {err}", traceback=traceback.format_exc()
+            )
+            raise
     return out
+
+
+def _serve(exp: Experiment, out: RunDirectory, label: str) -> None:
+    """Flower's server loop over the in-process clients, to the last round."""
+    scenario = exp.scenario
+    manager = exp.client_manager()
+    k = scenario.data.num_clients
+
+    def client_fn(context: Context) -> Client:
+        return exp.client(int(context.node_config["partition-id"]), context.state).to_client()
+
+    for pid in range(k):
+        manager.register(InProcessClientProxy(str(pid), client_fn, node_context(pid, k, {})))
+    server = StrategyEveryRound(
+        client_manager=manager, strategy=recording_strategy(exp, out, label)
+    )
+    server.set_max_workers(1)
+    level, threads = flwr_logger.level, torch.get_num_threads()
+    flwr_logger.setLevel(logging.WARNING)  # our progress lines replace Flower's per round
+    torch.set_num_threads(1)
+    try:
+        server.fit(num_rounds=scenario.rounds, timeout=None)
+    finally:
+        flwr_logger.setLevel(level)
+        torch.set_num_threads(threads)
+    if out.status() != "complete":
+        raise RuntimeError("the server loop ended before the last round was recorded")

@@ -1,6 +1,8 @@
 """A folder of run directories, read once: each run's status, scenario, summary, metrics
 rows and variant (``weights.npy`` and ``plot_inputs.npz`` when first asked), as plain
-values that every table and figure of the report takes; none of them reads the disk."""
+values that every table and figure of the report takes; none of them reads the disk.
+A ``complete`` run whose files are missing, garbled or truncated reads as
+``damaged: <why>``, a dead run's ``running`` as ``interrupted``: both are incomplete."""
 
 from __future__ import annotations
 
@@ -37,6 +39,11 @@ class Run:
         return self.status == "complete"
 
     @property
+    def warnings(self) -> list[str]:
+        """The summary's warnings (e.g. no client trained in any round)."""
+        return list(self.summary.get("warnings", []))
+
+    @property
     def seed(self) -> Any:
         return self.scenario.get("seed")
 
@@ -54,8 +61,13 @@ class Run:
     def read(cls, path: Path, label: str) -> Run:
         d = RunDirectory(path)
         status = d.status()
-        record = d.read_variant()
-        fields = dict(record["fields"]) if record else parse_label(label)
+        try:
+            record = d.read_variant()
+            fields = dict(record["fields"]) if record else parse_label(label)
+        except (ValueError, KeyError, TypeError):  # a garbled variant.json
+            fields = parse_label(label)
+        if status == "complete" and (why := d.damage()) is not None:
+            status = f"damaged: {why}"
         if status != "complete":
             return cls(path, label, status, fields)
         return cls(path, label, status, fields, d.scenario(), d.read_summary(), d.read_metrics())
@@ -105,6 +117,15 @@ class RunSet:
                 out.append((str(run.path), run.status))
             elif stat not in run.summary and stat not in OPTIONAL_STATS:
                 out.append((str(run.path), f"summary has no '{stat}' (older format)"))
+        return out
+
+    def warnings(self, label: str) -> dict[str, int]:
+        """{warning: number of seeds} over the complete runs of variant ``label``."""
+        out: dict[str, int] = {}
+        for run in self.complete:
+            if run.label == label:
+                for w in run.warnings:
+                    out[w] = out.get(w, 0) + 1
         return out
 
     def by_seed(self) -> dict[str, dict[int, Run]]:

@@ -52,7 +52,7 @@ def markdown_table(rs: RunSet, stat: str = "final") -> str:
     """One row per variant: metrics as mean ± std over the complete seeds."""
     runs, incomplete = rs.finals(stat), rs.incomplete(stat)
     if not runs:
-        return f"No complete runs under {rs.root}.\n"
+        return f"No complete runs under {rs.root}.\n" + incomplete_list(incomplete)
     lines = []
     any_finals = next(iter(runs.values()))
     cols = metric_columns(any_finals)
@@ -60,6 +60,9 @@ def markdown_table(rs: RunSet, stat: str = "final") -> str:
     has_t = "t" in any_finals[0]
     if has_t:
         header.append("t")
+    warned = any(rs.warnings(v) for v in runs)
+    if warned:  # e.g. a run in which nobody was ever available
+        header.append("warnings")
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "---|" * len(header))
     for variant in sorted(runs, reverse=True):  # alpha=1.0 (FedAvg) first
@@ -68,11 +71,18 @@ def markdown_table(rs: RunSet, stat: str = "final") -> str:
         cells += [fmt_metric([f.get(k, np.nan) for f in finals], k) for k, _ in cols]
         if has_t:
             cells.append(mean_std([f.get("t", np.nan) for f in finals], scale=1.0))
+        if warned:
+            warnings = rs.warnings(variant)
+            cells.append("; ".join(f"{w} ({n} of {len(finals)})" for w, n in warnings.items()))
         lines.append("| " + " | ".join(cells) + " |")
-    if incomplete:
-        lines.append("")
-        lines.append("Incomplete runs (not in the table):")
-        lines += [f"- {p}: {s}" for p, s in incomplete]
+    return "\n".join(lines) + "\n" + incomplete_list(incomplete)
+
+
+def incomplete_list(incomplete: list[tuple[str, str]]) -> str:
+    """The runs left out of a table and why (failed, interrupted, damaged: ...)."""
+    if not incomplete:
+        return ""
+    lines = ["", "Incomplete runs (not in the table):", *[f"- {p}: {s}" for p, s in incomplete]]
     return "\n".join(lines) + "\n"
 
 

@@ -87,33 +87,36 @@ def run_with_flwr(
     A Simulation run whose Ray node times out during start-up (:data:`RAY_STARTUP_TIMEOUT`)
     is started again, up to :data:`RAY_STARTUP_RETRIES` times within ``timeout``; the
     failed attempt's logs are kept in ``flwr-logs-attempt<k>``.
+    This process holds the run folder's lock throughout (``RunDirectoryBusy`` at once if
+    another run writes it) and gives the ServerApp its token.
     """
     deadline = time.monotonic() + timeout
-    for attempt in range(1, RAY_STARTUP_RETRIES + 2):
-        try:
-            return _run_once(
-                scenario_path,
-                seed,
-                Path(run_dir),
-                overrides=overrides,
-                timeout=deadline - time.monotonic(),
-                stage=stage,
-                engine=engine,
-                tls=tls,
-                kill_after=kill_after,
-                env=env,
-            )
-        except FlwrRunError as err:
-            retry = engine == "simulation" and RAY_STARTUP_TIMEOUT in str(err)
-            if not retry or attempt > RAY_STARTUP_RETRIES or time.monotonic() > deadline:
-                raise
-            logs = Path(run_dir).expanduser().resolve() / "flwr-logs"
-            logs.rename(logs.with_name(f"flwr-logs-attempt{attempt}"))
-            print(
-                f"fedram: Ray's node timed out during start-up (attempt {attempt}); "
-                "starting the run again",
-                file=sys.stderr,
-            )
+    with RunDirectory(Path(run_dir).expanduser()).lock():  # this driver: the one writer
+        for attempt in range(1, RAY_STARTUP_RETRIES + 2):
+            try:
+                return _run_once(
+                    scenario_path,
+                    seed,
+                    Path(run_dir),
+                    overrides=overrides,
+                    timeout=deadline - time.monotonic(),
+                    stage=stage,
+                    engine=engine,
+                    tls=tls,
+                    kill_after=kill_after,
+                    env=env,
+                )
+            except FlwrRunError as err:
+                retry = engine == "simulation" and RAY_STARTUP_TIMEOUT in str(err)
+                if not retry or attempt > RAY_STARTUP_RETRIES or time.monotonic() > deadline:
+                    raise
+                logs = Path(run_dir).expanduser().resolve() / "flwr-logs"
+                logs.rename(logs.with_name(f"flwr-logs-attempt{attempt}"))
+                print(
+                    f"fedram: Ray's node timed out during start-up (attempt {attempt}); "
+                    "starting the run again",
+                    file=sys.stderr,
+                )
     raise AssertionError("unreachable")
 
 
@@ -153,6 +156,7 @@ def _run_once(
                 "seed": int(seed),
                 "overrides": overrides,
                 "run-dir": str(out.path),
+                "run-token": out.held_token(),  # the ServerApp writes only under our lock
             }
         )
     )

@@ -1,0 +1,279 @@
+"""Run directories: the files of one (scenario variant, seed) run, its one writer, and
+whether what it holds can be trusted.
+
+A run directory holds ``scenario.yaml`` (resolved, with the seed), ``status.json``
+(``running`` until the last round is recorded, then ``complete``; ``failed`` with the
+error when the engine saw one; with the writer's ``pid``), ``metrics.jsonl`` (one row per
+round), ``summary.json``, ``fingerprint.json`` (:func:`scenario_fingerprint` of the
+resolved scenario and the :func:`code_version` that ran it), ``run.lock`` (see below),
+``availability.csv`` (the oracle's round x client 0/1 matrix, replayable with the
+``trace`` oracle), ``variant.json`` (the variant's label and swept fields, written by the
+CLI), ``plot_inputs.npz`` (what one run's figures need beyond its metrics: the oracle's
+hidden law and, for 2-D data, the decision-boundary grid), ``weights.npy`` for strategies
+that weigh clients individually (rounds x clients float32: the aggregation weight q_k^(t)
+each participant's update received, 0 for the others; one binary array instead of per-row
+lists, so N = 100,000 clients cost 400 kB a round on disk and nothing in
+``metrics.jsonl``) and PNG plots (drawn by the CLI from these files).
+
+**One writer.** The process that drives a run holds an exclusive ``flock`` on
+``run.lock`` for the run's life (:meth:`RunDirectory.lock`; re-entrant within a process,
+released by the OS when the process dies however it dies) and records its pid and a
+random token there; a second driver fails at once with :class:`RunDirectoryBusy`, naming
+the folder and the holder's pid. Where another process writes the files (the ServerApp of
+Flower's engines) it is given the token and checks, before every row and status it
+writes, that a live driver still holds the lock with that token: a writer whose driver is
+gone (an orphan) or was replaced can never mark the run complete. A ServerApp started
+without a token (``flwr run .`` by hand) takes the lock itself.
+
+**States.** :meth:`RunDirectory.status` reads ``interrupted`` for a ``starting`` or
+``running`` run whose lock nobody holds (its driver died: SIGKILL, power loss), and
+:meth:`RunDirectory.damage` names what is wrong with a ``complete`` run whose files are
+missing, garbled or truncated; the CLI runs both again and the report lists them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from fedram_flwr.config import ScenarioError
+from fedram_flwr.rundir.fingerprint import (
+    code_version,
+    dict_diff,
+    plain_json,
+    scenario_fingerprint,
+)
+from fedram_flwr.rundir.lock import acquire, held_token, lock_held, release, verify_writer
+
+WEIGHTS_FILE = "weights.npy"
+VARIANT_FILE = "variant.json"
+PLOT_INPUTS_FILE = "plot_inputs.npz"
+FINGERPRINT_FILE = "fingerprint.json"
+STALE_FILES = (
+    "metrics.jsonl",
+    "summary.json",
+    "final_model.npz",
+    "availability.csv",
+    WEIGHTS_FILE,
+    PLOT_INPUTS_FILE,
+    FINGERPRINT_FILE,
+)
+"""A previous attempt's results, removed when a run starts."""
+ACTIVE = ("starting", "running")
+"""Statuses of a run in progress; ``interrupted`` when nobody holds the lock."""
+
+
+def label_fields(swept: Mapping[str, Any]) -> dict[str, str]:
+    """The label's ``key=value`` parts of a variant's swept fields, as strings:
+    ``{"availability.p_min": 0.1}`` -> ``{"p_min": "0.1"}``; a whole section given as a
+    mapping with a ``name`` is named by it (``{"algorithm": {"name": "afl"}}`` ->
+    ``{"name": "afl"}``), as ``Scenario.variants()`` labels it."""
+    out = {}
+    for key, value in swept.items():
+        if isinstance(value, Mapping) and "name" in value:
+            out["name"] = f"{value['name']}"
+        else:
+            out[key.split(".")[-1]] = f"{value}"
+    return out
+
+
+def safe_component(value: str, what: str) -> str:
+    """``value`` as one folder name under ``--out``: never empty, ``.``, ``..`` or with a
+    path separator (``name: ".."`` would write outside it)."""
+    if value in ("", ".", "..") or any(c in value for c in "/\\\0"):
+        raise ScenarioError(
+            f"{what}: {value!r} cannot name a run folder (no '/', '\\', '.' or '..'); rename it"
+        )
+    return value
+
+
+def run_folder(out: Path, name: str, label: str, seed: int) -> Path:
+    """``<out>/<scenario name>/<variant label>/seed<k>``, each part checked."""
+    return (
+        out
+        / safe_component(name, "name")
+        / safe_component(label, f"sweep: variant label {label!r}")
+        / f"seed{seed}"
+    )
+
+
+class RunDirectory:
+    """Files of one (scenario variant, seed) run."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._token = ""  # the driver's token, in a writer that does not hold the lock
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.path / "metrics.jsonl"
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[str]:
+        """Hold this folder's lock while inside (yields its token); raises
+        :class:`RunDirectoryBusy` at once if another process holds it."""
+        token = acquire(self.path)
+        try:
+            yield token
+        finally:
+            release(self.path)
+
+    def held_token(self) -> str:
+        """The lock's token when this process holds it, else ''."""
+        return held_token(self.path)
+
+    def status(self) -> str:
+        """The recorded status; ``interrupted`` for a run in progress whose lock nobody
+        holds; ``missing`` without a readable ``status.json``."""
+        try:
+            status = json.loads((self.path / "status.json").read_text())["status"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return "missing"
+        if status in ACTIVE and lock_held(self.path) is False:
+            return "interrupted"
+        return status
+
+    def start(self, scenario: dict[str, Any], seed: int, engine: str, token: str = "") -> None:
+        """Begin the run: the writer's check (``token``: the driver's, when another
+        process drives the run; without one this process takes the lock unless it holds
+        it), stale results removed, the resolved scenario and its fingerprint written."""
+        if token:
+            verify_writer(self.path, token)
+            self._token = token
+        elif not self.held_token():
+            acquire(self.path)  # held until this process ends
+        self.path.mkdir(parents=True, exist_ok=True)
+        for stale in STALE_FILES:
+            (self.path / stale).unlink(missing_ok=True)
+        self.write("scenario.yaml", yaml.safe_dump({**scenario, "seed": seed}, sort_keys=False))
+        fingerprint = {"scenario": scenario_fingerprint(scenario, seed), "code": code_version()}
+        self.write(FINGERPRINT_FILE, json.dumps(fingerprint, indent=2))
+        self.set_status("running", engine=engine, started=time.time())
+
+    def set_status(self, status: str, **extra: Any) -> None:
+        self._check_writer()
+        record = {"status": status, "pid": os.getpid(), **extra}
+        self.write("status.json", json.dumps(record, indent=2))
+
+    def append_metrics(self, row: dict[str, Any]) -> None:
+        self._check_writer()
+        with self.metrics_path.open("a") as fh:
+            fh.write(json.dumps(row) + "\n")
+
+    def _check_writer(self) -> None:
+        if self._token:
+            verify_writer(self.path, self._token)
+
+    def read_metrics(self) -> list[dict[str, Any]]:
+        if not self.metrics_path.is_file():
+            return []
+        return [json.loads(line) for line in self.metrics_path.read_text().splitlines() if line]
+
+    def read_weights(self) -> np.ndarray | None:
+        """Rounds x clients aggregation weights (``weights.npy``), if the run has them."""
+        f = self.path / WEIGHTS_FILE
+        return np.load(f) if f.is_file() else None
+
+    def read_final_model(self) -> list[np.ndarray] | None:
+        """The global parameter arrays saved after the last round."""
+        f = self.path / "final_model.npz"
+        if not f.is_file():
+            return None
+        with np.load(f) as z:
+            return [z[k] for k in sorted(z.files, key=lambda s: int(s.split("_")[1]))]
+
+    def write_variant(self, label: str, swept: Mapping[str, Any]) -> None:
+        """``variant.json``: the variant's label and swept ``{field: value}`` mapping, so
+        a report groups runs by data rather than by parsing folder names."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        record = {"label": label, "sweep": dict(swept), "fields": label_fields(swept)}
+        self.write(VARIANT_FILE, json.dumps(record, indent=2))
+
+    def read_variant(self) -> dict[str, Any] | None:
+        """The record of :meth:`write_variant`; None in run folders made without it."""
+        f = self.path / VARIANT_FILE
+        return json.loads(f.read_text()) if f.is_file() else None
+
+    def read_plot_inputs(self) -> dict[str, np.ndarray] | None:
+        """The arrays of :func:`write_plot_inputs`; None when the run has none."""
+        f = self.path / PLOT_INPUTS_FILE
+        if not f.is_file():
+            return None
+        with np.load(f) as z:
+            return {k: z[k] for k in z.files}
+
+    def read_summary(self) -> dict[str, Any]:
+        return json.loads((self.path / "summary.json").read_text())
+
+    def scenario(self) -> dict[str, Any]:
+        return yaml.safe_load((self.path / "scenario.yaml").read_text())
+
+    def fingerprint(self) -> dict[str, Any]:
+        """``fingerprint.json`` ({} in folders written before fingerprints)."""
+        try:
+            record = json.loads((self.path / FINGERPRINT_FILE).read_text())
+        except (OSError, ValueError):
+            return {}
+        return record if isinstance(record, dict) else {}
+
+    def damage(self) -> str | None:
+        """What makes this (complete) run's results unusable, or None: a missing or
+        garbled ``scenario.yaml`` / ``summary.json`` / ``metrics.jsonl``, or metrics that
+        stop before the scenario's last round."""
+        try:
+            scenario = self.scenario()
+            if not isinstance(scenario, dict) or "seed" not in scenario:
+                return "scenario.yaml is garbled"
+        except (OSError, yaml.YAMLError) as err:
+            return f"scenario.yaml unreadable ({type(err).__name__})"
+        try:
+            summary = self.read_summary()
+            if not isinstance(summary, dict):
+                return "summary.json is garbled"
+        except (OSError, ValueError) as err:
+            return f"summary.json unreadable ({type(err).__name__})"
+        try:
+            rows = self.read_metrics()
+        except ValueError:
+            return "metrics.jsonl is truncated or garbled"
+        if not rows or not all(isinstance(r, dict) for r in rows):
+            return "metrics.jsonl is empty or garbled"
+        last = rows[-1].get("round")
+        if last != scenario.get("rounds", last) or last != summary.get("rounds", last):
+            return f"metrics.jsonl ends at round {last} of {scenario.get('rounds')}"
+        return None
+
+    def changes(self, scenario: Mapping[str, Any], seed: int) -> str | None:
+        """How ``(scenario, seed)`` differs from what this run recorded (its changed
+        fields), or None when it is the same: by fingerprint, or by ``scenario.yaml`` in a
+        folder written before fingerprints."""
+        if self.fingerprint().get("scenario") == scenario_fingerprint(scenario, seed):
+            return None
+        try:
+            old = self.scenario()
+        except (OSError, yaml.YAMLError):
+            old = {}
+        new = {**scenario, "seed": seed}
+        diffs = [
+            f"{key}: {a!r} -> {b!r}"
+            for key, a, b in dict_diff(
+                plain_json({k: v for k, v in (old or {}).items() if k != "seeds"}),
+                plain_json({k: v for k, v in new.items() if k != "seeds"}),
+            )
+        ]
+        if not diffs:
+            return None
+        return ", ".join(diffs[:6]) + (f" (+{len(diffs) - 6} more)" if len(diffs) > 6 else "")
+
+    def write(self, name: str, text: str) -> None:
+        tmp = self.path / f".{name}.tmp"
+        tmp.write_text(text)
+        tmp.replace(self.path / name)  # atomic: never a half-written file

@@ -1,0 +1,57 @@
+"""What a run computed (fedram_flwr/rundir/fingerprint.py) and where it may go
+(fedram_flwr/rundir/directory.py's ``run_folder``)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fedram_flwr.app_config import scenario_from_run_config
+from fedram_flwr.config import ScenarioError
+from fedram_flwr.registry import load_scenario
+from fedram_flwr.rundir import RunDirectory, code_version, run_folder, scenario_fingerprint
+from tests.helpers import TINY_GAUSSIAN
+
+
+def test_the_fingerprint_is_the_resolved_scenario_and_seed_not_the_seed_list() -> None:
+    base = copy.deepcopy(TINY_GAUSSIAN)
+    fp = scenario_fingerprint(base, 0)
+    assert scenario_fingerprint({**base, "seeds": [0, 1, 2]}, 0) == fp
+    assert scenario_fingerprint(base, 1) != fp
+    changed = copy.deepcopy(base)
+    changed["training"]["lr"] = 0.5
+    assert scenario_fingerprint(changed, 0) != fp
+
+
+def test_the_flower_engines_scenario_has_the_clis_fingerprint(tmp_path: Path) -> None:
+    """The ServerApp reloads the CLI's ``requested-scenario.yaml``: same fingerprint, so
+    a complete flwr run is skipped like an in-process one."""
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump({**TINY_GAUSSIAN, "sweep": {"algorithm.alpha": [1.0, 0.1]}}))
+    for _, variant in load_scenario(path).variants():
+        requested = tmp_path / "requested-scenario.yaml"
+        requested.write_text(yaml.safe_dump({**variant.to_dict(), "seeds": [3]}))
+        reloaded = scenario_from_run_config.__wrapped__(str(requested), "")
+        assert scenario_fingerprint(reloaded.to_dict(), 3) == scenario_fingerprint(
+            variant.to_dict(), 3
+        )
+
+
+def test_a_started_run_records_its_fingerprint_and_code(tmp_path: Path) -> None:
+    run = RunDirectory(tmp_path)
+    run.start(copy.deepcopy(TINY_GAUSSIAN), 0, engine="in-process")
+    recorded = run.fingerprint()
+    assert recorded["scenario"] == scenario_fingerprint(TINY_GAUSSIAN, 0)
+    assert recorded["code"] == code_version() and len(code_version()["source"]) == 64
+    assert run.changes(TINY_GAUSSIAN, 0) is None
+    assert run.changes({**TINY_GAUSSIAN, "rounds": 9}, 0) == "rounds: 6 -> 9"
+
+
+@pytest.mark.parametrize(("name", "label"), [("..", "x"), ("ok", ".."), ("ok", "a/b"), ("", "x")])
+def test_run_folders_never_leave_out(tmp_path: Path, name: str, label: str) -> None:
+    with pytest.raises(ScenarioError, match="cannot name a run folder"):
+        run_folder(tmp_path, name, label, 0)
+    assert run_folder(tmp_path, "n", "p_min=0.1", 2) == tmp_path / "n" / "p_min=0.1" / "seed2"
