@@ -14,6 +14,7 @@ the run started dies with it and the run is never marked complete.
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -144,10 +145,13 @@ def test_sigkill_of_fedram_run_leaves_no_flower_process(
     finally:
         if proc.poll() is None:
             proc.kill()
+    # The run's watchdog stops them, then marks the run failed and writes its record.
+    record = run.path / "flwr-logs" / "watchdog.json"
     deadline = time.monotonic() + ORPHAN_LIMIT_S
-    while alive := processes_of(token):
+    while (alive := processes_of(token)) or not record.exists():
         assert run.status() != "complete", "an orphaned Flower process completed the run"
         assert time.monotonic() < deadline, f"the run's processes outlived it: {alive}"
         time.sleep(1)
+    assert json.loads(record.read_text())["survivors"] == []
     assert run.status() == "failed"
     assert_nothing_left(before, [run])
