@@ -37,6 +37,7 @@ from fedram_flwr.config import Scenario, ScenarioError
 from fedram_flwr.data import DatasetNotFoundError
 from fedram_flwr.engines import (
     DEPLOYMENT_LATENCY_ENV,
+    FlwrRunError,
     generate_tls_files,
     run_in_process,
     run_with_flwr,
@@ -75,6 +76,14 @@ def _parser() -> argparse.ArgumentParser:
         help="deployment: SIGKILL the SuperNode of this partition once ROUND is recorded "
         "(fault injection), e.g. --kill-supernode 2@3",
     )
+    run.add_argument(
+        "--time-limit",
+        type=float,
+        metavar="SECONDS",
+        help="flwr / deployment: stop a run (and fail it) after this many seconds; default: "
+        "600 s start-up + rounds x 30 s (simulation) or 60 s (deployment), plus the "
+        "availability's round_timeout per round",
+    )
     run.add_argument("--seeds", type=int, nargs="+", help="override the scenario's seeds")
     run.add_argument(
         "--set",
@@ -110,6 +119,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     kills = parse_kills(args.kill_supernode)
     if (args.tls or kills) and args.engine != "deployment":
         raise ScenarioError("--tls and --kill-supernode need --engine deployment")
+    if args.time_limit is not None and (args.engine == "in-process" or not args.time_limit > 0):
+        raise ScenarioError(
+            "--time-limit: a positive number of seconds, with --engine flwr or deployment"
+        )
     scenario = load_scenario(args.scenario)
     overrides = dict(parse_override(item) for item in args.overrides)
     if args.seeds:
@@ -226,6 +239,7 @@ def run_one(
             tls=generate_tls_files(run_dir.resolve() / "tls") if args.tls else None,
             kill_after=kills,
             env=DEPLOYMENT_LATENCY_ENV if deployment else None,
+            timeout=args.time_limit,
         )
     else:
         run_in_process(variant, seed, run_dir, label=tag)
@@ -255,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["FEDRAM_DATA"] = os.path.abspath(os.path.expanduser(os.environ["FEDRAM_DATA"]))
     try:
         return {"run": cmd_run, "report": cmd_report, "show": cmd_show}[args.command](args)
-    except (ScenarioError, DatasetNotFoundError) as err:
+    except (ScenarioError, DatasetNotFoundError, FlwrRunError) as err:
         print(f"fedram: error: {err}", file=sys.stderr)
         return 2
 

@@ -15,16 +15,16 @@ from flwr.common import Context
 from flwr.server import ServerApp, ServerAppComponents, ServerConfig
 
 from fedram_flwr.app_config import run_settings
+from fedram_flwr.engines.flwr.watchdog import OwnedRunDirectory
 from fedram_flwr.engines.in_process import recording_strategy
 from fedram_flwr.engines.server import StrategyEveryRound
 from fedram_flwr.experiment import Experiment
-from fedram_flwr.outputs import RunDirectory
 
 
 def server_fn(context: Context) -> ServerAppComponents:
     scenario, seed = run_settings(context.run_config)
     run_dir = str(context.run_config.get("run-dir", "")) or f"runs/flwr/{scenario.name}/seed{seed}"
-    out = RunDirectory(Path(run_dir).resolve())
+    out = OwnedRunDirectory(Path(run_dir).resolve())  # no `complete` from an orphan
     token = str(context.run_config.get("run-token", ""))
     out.start(scenario.to_dict(), seed, engine="flwr", token=token)
     print(f"fedram: writing results to {out.path}", flush=True)

@@ -9,6 +9,7 @@
    the same final model: nothing the server had aggregated was lost.
 
 3. SIGTERM to ``fedram run --engine deployment`` mid-run.
+4. A SuperNode that cannot bind its ClientAppIo port fails the run at once, named.
 
 Every process a run started (SuperLink, SuperNodes, their superexec / clientapp
 children) must be gone afterwards, also when the run fails or is interrupted.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -31,10 +33,13 @@ import yaml
 from fedram_flwr.app_config import APP_ROOT
 from fedram_flwr.engines import (
     DEPLOYMENT_LATENCY_ENV,
+    FlwrRunError,
     generate_tls_files,
     run_in_process,
     run_with_flwr,
 )
+from fedram_flwr.engines.flwr import session
+from fedram_flwr.engines.flwr.processes import free_port
 from fedram_flwr.outputs import RunDirectory
 from fedram_flwr.registry import load_scenario, with_overrides
 from tests.helpers import RUN_LIMIT_S, final_arrays, surviving_processes
@@ -159,8 +164,33 @@ def test_interrupted_deployment_stops_every_process(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
     assert run.status() == "failed"
+    # What we started (supernodes.json), not what a scan happened to see: a SuperNode's
+    # child read between its fork and its exec showed the SuperNode's command line.
+    started = json.loads((run.path / "flwr-logs" / "supernodes.json").read_text())
     record = json.loads((run.path / "flwr-logs" / "processes.json").read_text())
-    commands = [p["cmd"] for p in record["processes"]]
-    assert sum("flower-supernode" in c for c in commands) == 3
-    assert any("flower-superlink" in c for c in commands)
+    commands = {p["pid"]: p["cmd"] for p in record["processes"]}
+    assert sorted(started) == ["0", "1", "2"]
+    assert all("flower-supernode" in commands[pid] for pid in started.values())
+    assert any("flower-superlink" in c for c in commands.values())
+    assert not surviving_processes(run.path)
+
+
+def test_a_supernode_that_cannot_bind_its_port_fails_the_run_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SuperNode 0's ClientAppIo port is taken: the run fails naming it and the cause
+    (it used to die unnoticed; the run failed 120 s later, "only 2 of 3 clients")."""
+    path = write_scenario(tmp_path, "deployment_fault.yaml", "bind", rounds=2)
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    ports = iter([None, None, taken.getsockname()[1]])  # the SuperLink's two, SuperNode 0's
+    monkeypatch.setattr(session, "free_port", lambda: next(ports, None) or free_port())
+    with taken, pytest.raises(FlwrRunError) as err:
+        run_with_flwr(path, SEED, tmp_path / "run", engine="deployment", timeout=RUN_LIMIT_S)
+    first = str(err.value).splitlines()[0]
+    assert first.startswith("flower-supernode 0 (pid ")
+    assert "address already in use" in first
+    run = RunDirectory(tmp_path / "run")
+    assert run.status() == "failed"
     assert not surviving_processes(run.path)

@@ -13,10 +13,15 @@ LOG_TAIL = 60
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _EXCEPTION_LINE = re.compile(r"^(\w+\.)*\w*(Error|Exception|Interrupt)\w*: .+")
 _EXIT_CODE_LINE = re.compile(r"Exit Code: \d+")
+_ERROR_LEVEL_LINE = re.compile(r"^ERROR\s*:\s*(.+)")
 
 
 class FlwrRunError(RuntimeError):
     """A ``flwr run`` failed, timed out or left no complete run directory."""
+
+
+class TimeLimitError(FlwrRunError):
+    """A ``flwr run`` ran out of its time limit."""
 
 
 def log_tail(path: Path, lines: int = LOG_TAIL) -> str:
@@ -40,14 +45,28 @@ def root_cause(lines: Iterable[str]) -> str | None:
     return exception or exit_code
 
 
+def failure_cause(lines: Iterable[str]) -> str:
+    """What a process's log says went wrong: its :func:`root_cause` and the last
+    ``ERROR:`` line (a server's own report, e.g. ``[Errno 98] ... address already in
+    use``), or ``no error in its log``."""
+    lines = [ANSI.sub("", line).strip() for line in lines]
+    errors = [m.group(1) for line in lines if (m := _ERROR_LEVEL_LINE.match(line))]
+    parts = [p for p in (root_cause(lines), errors[-1] if errors else None) if p]
+    return " / ".join(parts) or "no error in its log"
+
+
 def run_error(
-    message: str, cli_tail: Iterable[str], cli_log: Path, superlink_log: Path
+    message: str,
+    cli_tail: Iterable[str],
+    cli_log: Path,
+    superlink_log: Path,
+    kind: type[FlwrRunError] = FlwrRunError,
 ) -> FlwrRunError:
     """A FlwrRunError naming the root cause (from the ``flwr run`` output, else the
     SuperLink's log), followed by the tails of both logs."""
     cli_tail = list(cli_tail)
     cause = root_cause(cli_tail) or root_cause(log_tail(superlink_log).splitlines())
-    return FlwrRunError(
+    return kind(
         f"{message}"
         + (f": {cause}" if cause else "")
         + f"\n--- flwr run, last lines ({cli_log}) ---\n"

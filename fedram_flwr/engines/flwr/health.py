@@ -9,7 +9,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from fedram_flwr.engines.flwr.errors import FlwrRunError, log_tail
+from fedram_flwr.engines.flwr.errors import FlwrRunError, failure_cause, log_tail
 
 
 def wait_healthy(
@@ -25,9 +25,10 @@ def wait_healthy(
     url = f"{'https' if ca else 'http'}://127.0.0.1:{port}/health"
     while time.monotonic() < deadline:
         if proc.poll() is not None:
+            tail = log_tail(log)
             raise FlwrRunError(
-                f"flower-superlink exited with code {proc.returncode} at startup; "
-                f"log {log}:\n{log_tail(log)}"
+                f"flower-superlink exited with code {proc.returncode} at startup: "
+                f"{failure_cause(tail.splitlines())}; log {log}:\n{tail}"
             )
         try:
             with direct.open(url, timeout=0.5) as res:

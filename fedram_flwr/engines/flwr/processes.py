@@ -5,12 +5,15 @@ A run's processes are the roots it started by pid, their descendants (found by w
 the process tree, polled during the run) and every process carrying the run's token in
 its environment (``flower-superexec`` and Ray start theirs in sessions of their own).
 They are signalled by pid / process group only: nothing else on the machine is touched.
+The processes started here die with the thread that started them (``PR_SET_PDEATHSIG``),
+even when it is SIGKILLed; :mod:`.watchdog` stops their descendants then.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
+import ctypes
 import json
 import os
 import shutil
@@ -20,8 +23,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from fedram_flwr.engines.flwr.errors import FlwrRunError
@@ -57,6 +60,16 @@ def read_proc(pid: int) -> ProcInfo | None:
     fields = stat[stat.rfind(")") + 2 :].split()
     cmd = raw.replace(b"\0", b" ").decode(errors="replace").strip() or f"[{comm}]"
     return ProcInfo(pid, int(fields[1]), int(fields[2]), int(fields[19]), fields[0], cmd)
+
+
+def mark_fork(info: ProcInfo, table: Mapping[int, ProcInfo]) -> ProcInfo:
+    """``info`` with its command marked ``[fork of PPID]`` while it shows its parent's
+    command line: a child between ``fork`` and ``exec`` (or one that never execs) is not
+    a second copy of its parent's program."""
+    parent = table.get(info.ppid)
+    if parent is not None and parent.cmd == info.cmd:
+        return replace(info, cmd=f"[fork of {info.ppid}] {info.cmd}")
+    return info
 
 
 def process_table() -> dict[int, ProcInfo]:
@@ -103,21 +116,24 @@ class ProcessTracker:
             children[info.ppid].append(info.pid)
         with self._lock:
             stack = [pid for pid, info in table.items() if self._ours(info)]
-            # A process read just after its exec (or as a zombie) shows "[comm]" instead of
-            # its command line: keep the full one once seen.
-            self.known.update(
-                {pid: table[pid] for pid in stack if not table[pid].cmd.startswith("[")}
-            )
             stack += [
                 pid
                 for pid in table
                 if pid not in self.known and has_env(pid, TOKEN_ENV, self.token)
             ]
+            visited: set[int] = set()
             while stack:
                 pid = stack.pop()
-                if pid in table and not self._ours(table[pid]):
-                    self.known[pid] = table[pid]
-                stack.extend(c for c in children.get(pid, ()) if not self._ours(table[c]))
+                if pid in visited:
+                    continue
+                visited.add(pid)
+                info = mark_fork(table[pid], table)
+                seen = self.known.get(pid)
+                # A process read as a zombie or just after its exec shows "[comm]", one
+                # read before its exec "[fork of PPID] ...": keep a full command once seen.
+                if seen is None or seen.start != info.start or not info.cmd.startswith("["):
+                    self.known[pid] = info
+                stack.extend(children.get(pid, ()))
 
     def alive(self) -> list[ProcInfo]:
         """Known processes still running (zombies excluded: they hold no resources)."""
@@ -181,9 +197,30 @@ class ProcessTracker:
                 stdout=fh,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=die_with_parent(),
             )
         self.add_root(proc.pid)
         return proc
+
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def die_with_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that makes the child SIGKILLed when the thread starting it dies,
+    also by SIGKILL (Linux ``prctl(PR_SET_PDEATHSIG)``; None elsewhere). ``prctl`` is
+    looked up here, before the fork: the child only calls it."""
+    if not sys.platform.startswith("linux"):
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the parent died before prctl: nobody will signal
+            os._exit(1)
+
+    return preexec
 
 
 def flower_env(home: Path, token: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -15,12 +15,16 @@ relays its output line by line and waits until the run directory's status is
   the CA). ``kill_after`` SIGKILLs chosen SuperNodes (their process groups) once a
   round is recorded: a device dying mid-run.
 
-Whatever happens (failure, timeout, Ctrl-C, SIGTERM) it then stops every process it
-started (:mod:`.processes`): the SuperLink, the SuperNodes, the ``flower-superexec``
-processes they spawn, ``flwr-serverapp`` / ``flwr-clientapp``, ``flwr-simulation`` and
-Ray's processes; nothing else on the machine is touched. Logs go to ``<run_dir>/flwr-logs/``:
-superlink.log, supernode-<i>.log, flwr-run.log, run-config.toml, processes.json (what
-was started), supernodes.json (partition id -> pid), faults.json and timing.json.
+A run has a time limit (``timeout``, ``fedram run --time-limit``), by default
+:func:`default_time_limit`: a start-up allowance plus an allowance per round. Whatever
+happens (failure, time limit, Ctrl-C, SIGTERM, even SIGKILL: :mod:`.watchdog`) every
+process it started is stopped (:mod:`.processes`): the SuperLink, the SuperNodes, the
+``flower-superexec`` processes they spawn, ``flwr-serverapp`` / ``flwr-clientapp``,
+``flwr-simulation`` and Ray's processes; nothing else on the machine is touched. Logs go
+to ``<run_dir>/flwr-logs/``: superlink.log, supernode-<i>.log, flwr-run.log,
+run-config.toml, processes.json (what was started, kept current during the run),
+supernodes.json (partition id -> pid), faults.json, timing.json and, when the driving
+process died, watchdog.json.
 """
 
 from __future__ import annotations
@@ -29,25 +33,36 @@ import signal
 import sys
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import tomli_w
 
 from fedram_flwr.app_config import scenario_from_run_config
-from fedram_flwr.engines.flwr.errors import FlwrRunError
+from fedram_flwr.config import Scenario
+from fedram_flwr.engines.flwr.errors import FlwrRunError, TimeLimitError
 from fedram_flwr.engines.flwr.session import (
     APP_DIR,
     DEPLOYMENT_LATENCY_ENV,
     ENGINES,
     Engine,
     FlwrRun,
+    check_options,
 )
 from fedram_flwr.engines.flwr.signals import signals_ignored, signals_raise
 from fedram_flwr.engines.flwr.staging import check_app, stage_app
 from fedram_flwr.engines.flwr.tls import TlsFiles
 from fedram_flwr.outputs import RunDirectory
 
-__all__ = ["APP_DIR", "DEPLOYMENT_LATENCY_ENV", "ENGINES", "Engine", "run_with_flwr"]
+__all__ = [
+    "APP_DIR",
+    "DEPLOYMENT_LATENCY_ENV",
+    "ENGINES",
+    "Engine",
+    "TimeLimit",
+    "default_time_limit",
+    "run_with_flwr",
+]
 
 
 RAY_STARTUP_TIMEOUT = "The current node timed out during startup"
@@ -56,6 +71,42 @@ loaded 2-core machine with several simulations starting at once): nothing of the
 has been computed yet, so the run is started again."""
 RAY_STARTUP_RETRIES = 2
 
+START_UP_S = 600.0
+"""Default time limit's allowance for starting the SuperLink, SuperNodes / Ray and the
+apps (minutes on a loaded machine)."""
+ROUND_S: dict[str, float] = {"simulation": 30.0, "deployment": 60.0}
+"""Default time limit's allowance per round (Deployment rounds take 6-9 s, Simulation
+rounds of the shipped scenarios well under 5 s), plus the scenario's ``round_timeout``."""
+
+
+@dataclass(frozen=True)
+class TimeLimit:
+    """A run's time limit in seconds and where it comes from."""
+
+    seconds: float
+    origin: str
+
+    def exceeded(self) -> str:
+        """What to say when the run has used it up."""
+        return (
+            f"the Flower run used up its time limit of {self.seconds:.0f} s ({self.origin}); "
+            "raise it with `fedram run --time-limit SECONDS` (Python: "
+            "run_with_flwr(timeout=SECONDS))"
+        )
+
+
+def default_time_limit(scenario: Scenario, engine: Engine) -> TimeLimit:
+    """:data:`START_UP_S` + rounds x (:data:`ROUND_S` of the engine + the availability's
+    ``round_timeout``, if any)."""
+    round_timeout = scenario.availability.params.get("round_timeout")
+    waits = float(round_timeout) if isinstance(round_timeout, (int, float)) else 0.0
+    per_round = ROUND_S[engine] + waits
+    return TimeLimit(
+        START_UP_S + scenario.rounds * per_round,
+        f"the default for {scenario.rounds} rounds on the {engine} engine: "
+        f"{START_UP_S:.0f} s start-up + {scenario.rounds} x {per_round:.0f} s",
+    )
+
 
 def run_with_flwr(
     scenario_path: str | Path,
@@ -63,7 +114,7 @@ def run_with_flwr(
     run_dir: Path,
     *,
     overrides: str = "",
-    timeout: float = 900,
+    timeout: float | None = None,
     stage: bool = True,
     engine: Engine = "simulation",
     tls: TlsFiles | None = None,
@@ -77,10 +128,11 @@ def run_with_flwr(
     the app; ``overrides`` as in the run config (``"rounds=6,eval_every=3"``).
     Returns the run directory once its status is ``complete``; raises
     :class:`FlwrRunError` (root cause first, then the logs' tails) otherwise, with
-    the status set to ``failed``. Every process started here is stopped before
-    returning or raising. ``stage``: run ``flwr run .`` in a copy of the app's FAB
-    files (:func:`stage_app`: the same FAB, 8 s faster) rather than in the project
-    root itself. Deployment only: ``tls`` secures the SuperLink's APIs;
+    the status set to ``failed``; :class:`TimeLimitError` after ``timeout`` s (None:
+    :func:`default_time_limit`), saying how to raise it. Every process started here is
+    stopped before returning or raising. ``stage``: run ``flwr run .`` in a copy of the
+    app's FAB files (:func:`stage_app`: the same FAB, 8 s faster) rather than in the
+    project root itself. Deployment only: ``tls`` secures the SuperLink's APIs;
     ``kill_after`` {partition id: round} SIGKILLs that SuperNode once the round is
     recorded. ``env``: extra environment of every process started (e.g.
     :data:`DEPLOYMENT_LATENCY_ENV`).
@@ -90,12 +142,25 @@ def run_with_flwr(
     This process holds the run folder's lock throughout (``RunDirectoryBusy`` at once if
     another run writes it) and gives the ServerApp its token.
     """
-    deadline = time.monotonic() + timeout
+    start = time.monotonic()
+    path = Path(scenario_path).expanduser()
+    if not path.is_absolute() and not path.exists():
+        path = APP_DIR / path
+    path = path.resolve()  # absolute: the ServerApp runs on this machine
+    # Validate early, bypassing the cache: the file may have changed since.
+    scenario = scenario_from_run_config.__wrapped__(str(path), overrides)
+    check_options(engine, scenario.data.num_clients, tls, kill_after or {})  # before any file
+    if timeout is None:
+        limit = default_time_limit(scenario, engine)
+    else:
+        limit = TimeLimit(float(timeout), "set by the caller")
+    deadline = start + limit.seconds
     with RunDirectory(Path(run_dir).expanduser()).lock():  # this driver: the one writer
         for attempt in range(1, RAY_STARTUP_RETRIES + 2):
             try:
                 return _run_once(
-                    scenario_path,
+                    path,
+                    scenario,
                     seed,
                     Path(run_dir),
                     overrides=overrides,
@@ -106,6 +171,11 @@ def run_with_flwr(
                     kill_after=kill_after,
                     env=env,
                 )
+            except TimeLimitError as err:
+                message = limit.exceeded()
+                out = RunDirectory(Path(run_dir).expanduser().resolve())
+                out.set_status("failed", engine="flwr", error=f"TimeLimitError: {message}")
+                raise TimeLimitError(f"{message}\n{err}") from None
             except FlwrRunError as err:
                 retry = engine == "simulation" and RAY_STARTUP_TIMEOUT in str(err)
                 if not retry or attempt > RAY_STARTUP_RETRIES or time.monotonic() > deadline:
@@ -121,7 +191,8 @@ def run_with_flwr(
 
 
 def _run_once(
-    scenario_path: str | Path,
+    path: Path,
+    scenario: Scenario,
     seed: int,
     run_dir: Path,
     *,
@@ -133,16 +204,9 @@ def _run_once(
     kill_after: Mapping[int, int] | None,
     env: Mapping[str, str] | None,
 ) -> RunDirectory:
-    """One attempt of :func:`run_with_flwr`."""
+    """One attempt of :func:`run_with_flwr` (``path``: the scenario file, resolved)."""
     t0 = time.monotonic()
     check_app(APP_DIR)
-    path = Path(scenario_path).expanduser()
-    if not path.is_absolute() and not path.exists():
-        path = APP_DIR / path
-    path = path.resolve()  # absolute: the ServerApp runs on this machine
-    # Validate early, bypassing the cache: the file may have changed since.
-    scenario = scenario_from_run_config.__wrapped__(str(path), overrides)
-
     out = RunDirectory(Path(run_dir).expanduser().resolve())
     (out.path / "flwr-logs").mkdir(parents=True, exist_ok=True)
     for stale in ("metrics.jsonl", "summary.json", "final_model.npz"):

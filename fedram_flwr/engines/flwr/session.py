@@ -21,18 +21,29 @@ from typing import Any, Literal
 import tomli_w
 
 from fedram_flwr.app_config import APP_ROOT
-from fedram_flwr.engines.flwr.errors import LOG_TAIL, FlwrRunError, root_cause, run_error
+from fedram_flwr.engines.flwr.errors import (
+    LOG_TAIL,
+    FlwrRunError,
+    TimeLimitError,
+    failure_cause,
+    log_tail,
+    root_cause,
+    run_error,
+)
 from fedram_flwr.engines.flwr.health import wait_healthy
 from fedram_flwr.engines.flwr.processes import (
     ProcessTracker,
     ProcInfo,
+    die_with_parent,
     executable,
     flower_env,
     free_port,
     kill_group,
 )
 from fedram_flwr.engines.flwr.tls import TlsFiles, connection, security_flags
+from fedram_flwr.engines.flwr.watchdog import OWNER_ENV, Watchdog, owner_id
 from fedram_flwr.outputs import RunDirectory
+from fedram_flwr.schema import ScenarioError
 
 APP_DIR = APP_ROOT
 """The Flower app (``pyproject.toml`` with ``[tool.flwr.app]``): parent of the package."""
@@ -47,7 +58,7 @@ default. The SuperNode's Fleet poll (3 s) and the legacy Grid's reply poll (3 s)
 fixed in Flower's code (``start_client_internal``, ``Grid.send_and_receive``)."""
 
 
-def _check_options(
+def check_options(
     engine: str, num_supernodes: int, tls: TlsFiles | None, kill_after: Mapping[int, int]
 ) -> None:
     """Reject options the chosen engine cannot honour."""
@@ -57,9 +68,10 @@ def _check_options(
         raise ValueError("tls: only the deployment engine runs a secured SuperLink")
     bad = sorted(set(kill_after) - set(range(num_supernodes)))
     if engine != "deployment" and kill_after or bad:
-        raise ValueError(
-            f"kill_after: partition ids {bad or sorted(kill_after)} are not "
-            f"SuperNodes of this run; allowed: 0..{num_supernodes - 1} (deployment only)"
+        raise ScenarioError(
+            f"kill_after (--kill-supernode): partition ids {bad or sorted(kill_after)} are "
+            f"not SuperNodes of this run; allowed partitions: 0..{num_supernodes - 1} "
+            f"(data.num_clients = {num_supernodes}; deployment engine only)"
         )
 
 
@@ -78,7 +90,7 @@ class FlwrRun:
         kill_after: Mapping[int, int] | None = None,
         env: Mapping[str, str] | None = None,
     ) -> None:
-        _check_options(engine, num_supernodes, tls, kill_after or {})
+        check_options(engine, num_supernodes, tls, kill_after or {})
         self.out = out
         self.num_supernodes = num_supernodes
         self.timeout = timeout
@@ -101,17 +113,33 @@ class FlwrRun:
         self.flwr: subprocess.Popen | None = None
         self.relay: threading.Thread | None = None
         self.timing: dict[str, Any] = {}
-        self.env = flower_env(self.home, self.tracker.token, env)
+        self.env = flower_env(self.home, self.tracker.token, {**(env or {}), OWNER_ENV: owner_id()})
+        self._recorded = 0  # processes in processes.json
+        self.watchdog = Watchdog(self.tracker.token, self.home, out.path)
 
     def mark(self, event: str) -> None:
         self.timing.setdefault(event, round(time.monotonic() - self.started, 3))
 
-    def error(self, message: str) -> FlwrRunError:
+    def error(self, message: str, kind: type[FlwrRunError] = FlwrRunError) -> FlwrRunError:
         """A FlwrRunError naming the root cause, with the tails of both logs."""
-        return run_error(message, self.tail, self.flwr_log, self.superlink_log)
+        return run_error(message, self.tail, self.flwr_log, self.superlink_log, kind)
 
     def _spawn(self, cmd: list[str], log: Path) -> subprocess.Popen:
-        return self.tracker.spawn(cmd, log, cwd=self.home, env=self.env)
+        proc = self.tracker.spawn(cmd, log, cwd=self.home, env=self.env)
+        self._record()
+        return proc
+
+    def _record(self) -> None:
+        """processes.json, when the tracker knows of new processes (kept current during
+        the run: a driver killed by SIGKILL leaves it for whoever checks afterwards)."""
+        if len(self.tracker.known) != self._recorded:
+            self._recorded = len(self.tracker.known)
+            self.tracker.record(self.logs / "processes.json")
+
+    def _past_deadline(self) -> None:
+        """Raise :class:`TimeLimitError` once the run's time limit has run out."""
+        if time.monotonic() > self.deadline:
+            raise self.error(f"flwr run timed out after {self.timeout:.0f} s", TimeLimitError)
 
     def start_superlink(self) -> None:
         """Start ``flower-superlink`` (``--simulation``, or with a Fleet API for
@@ -141,9 +169,12 @@ class FlwrRun:
                 ca = self.tls.ca if self.tls else None
                 wait_healthy(self.superlink, port, self.superlink_log, ready_by, ca)
                 break
-            except FlwrRunError:
-                if self.superlink.poll() is None or attempt == 2:
+            except FlwrRunError as err:
+                self._past_deadline()
+                if self.superlink.poll() is None:
                     raise
+                if attempt == 2:
+                    raise FlwrRunError(f"flower-superlink failed to start 3 times; {err}") from None
         self.mark("superlink-ready")
         superlink = {"default": self.connection}
         superlink[self.connection] = connection(f"127.0.0.1:{port}", self.tls)
@@ -194,14 +225,16 @@ class FlwrRun:
             text=True,
             errors="replace",
             start_new_session=True,
+            preexec_fn=die_with_parent(),
         )
         self.tracker.add_root(self.flwr.pid)
         self.relay = threading.Thread(target=self._relay, daemon=True)
         self.relay.start()
         while self.flwr.poll() is None:
-            if time.monotonic() > self.deadline:
-                raise self.error(f"flwr run timed out after {self.timeout:.0f} s")
+            self._past_deadline()
             self.tracker.scan()
+            self._record()
+            self.check_supernodes()
             rows = self.out.read_metrics()
             if len(rows) >= 1:
                 self.mark("server-started")  # round 0 (initial evaluation) recorded
@@ -219,6 +252,21 @@ class FlwrRun:
             time.sleep(0.2)
         if self.out.status() != "complete":
             raise self.error(f"the Flower run failed (run directory status '{self.out.status()}')")
+
+    def check_supernodes(self) -> None:
+        """Raise, naming it and the cause its log gives, when a SuperNode has exited
+        that was not killed on purpose (``kill_after``): e.g. one that could not bind
+        its ClientAppIo port, instead of a round failing much later for want of it."""
+        killed = {f["partition"] for f in self.faults}
+        for partition, proc in sorted(self.supernodes.items()):
+            if partition in killed or proc.poll() is None:
+                continue
+            log = self.logs / f"supernode-{partition}.log"
+            tail = log_tail(log)
+            raise FlwrRunError(
+                f"flower-supernode {partition} (pid {proc.pid}) exited with code "
+                f"{proc.returncode}: {failure_cause(tail.splitlines())}; log {log}:\n{tail}"
+            )
 
     def _inject_faults(self, last_round: int) -> None:
         """SIGKILL the process group of each SuperNode whose round has been recorded
@@ -271,6 +319,7 @@ class FlwrRun:
         self.timing["round-seconds"] = _mean_round_seconds(self.out.read_metrics())
         (self.logs / "timing.json").write_text(json.dumps(self.timing, indent=2))
         shutil.rmtree(self.home, ignore_errors=True)
+        self.watchdog.release()
         return leftovers
 
 

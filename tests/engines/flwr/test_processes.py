@@ -1,0 +1,51 @@
+"""The process tracker records what a run started as it is, and the processes a run
+starts die with the thread that started them (no Flower process is started here)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+
+from fedram_flwr.engines.flwr.processes import ProcessTracker, die_with_parent
+
+FORKS = "import os, sys, time; pid = os.fork(); pid and print(pid, flush=True); time.sleep(120)"
+
+
+def test_a_fork_before_its_exec_is_not_a_second_copy_of_its_parent() -> None:
+    """A forked child shows its parent's command line until it execs (issue 13 item 10:
+    four ``flower-supernode`` recorded for three SuperNodes)."""
+    parent = subprocess.Popen([sys.executable, "-c", FORKS], stdout=subprocess.PIPE, text=True)
+    tracker = ProcessTracker(uuid.uuid4().hex)
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())  # forked, never execs
+        tracker.add_root(parent.pid)
+        tracker.scan()
+        commands = {pid: info.cmd for pid, info in tracker.known.items()}
+        assert set(commands) == {parent.pid, child}
+        assert commands[parent.pid] == f"{sys.executable} -c {FORKS}"
+        assert commands[child] == f"[fork of {parent.pid}] {sys.executable} -c {FORKS}"
+    finally:
+        assert tracker.stop(grace=5.0) == []
+        parent.wait(timeout=60)
+
+
+def test_a_started_process_dies_with_the_thread_that_started_it() -> None:
+    """``die_with_parent``: the kernel SIGKILLs the child when its parent thread ends,
+    as it does when the driving process is SIGKILLed."""
+    started: list[subprocess.Popen] = []
+
+    def start() -> None:
+        started.append(subprocess.Popen(["sleep", "120"], preexec_fn=die_with_parent()))
+
+    thread = threading.Thread(target=start)
+    thread.start()
+    thread.join()
+    (child,) = started
+    try:
+        assert child.wait(timeout=60) == -signal.SIGKILL
+    finally:
+        child.kill()
