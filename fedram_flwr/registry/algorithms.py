@@ -17,30 +17,12 @@ from typing import Any, Literal
 import numpy as np
 from flwr.common import NDArrays
 
+from fedram_flwr import strategies as st
 from fedram_flwr.clients import CAFedClient, CVaRClient, ERMClient, RCFLClient, ScaffoldClient
 from fedram_flwr.config import Scenario, ScenarioError
 from fedram_flwr.registry.oracles import MARKOV
 from fedram_flwr.registry.specs import AlgorithmParams, AlgorithmSpec, Hidden, Run
 from fedram_flwr.schema import check_range
-from fedram_flwr.strategies import (
-    AFL,
-    F3AST,
-    MIFA,
-    QFFL,
-    AdaFed,
-    CAFed,
-    FedAR,
-    FedAU,
-    FedAvg,
-    FedAvgIS,
-    FedAvgSampled,
-    FedCVaRAvg,
-    FedVARP,
-    MoreAvailable,
-    RFedFair,
-    Scaffold,
-    Unbiased,
-)
 from fedram_flwr.strategies.fedar import g_convex, g_nonconvex
 from fedram_flwr.strategies.rc_fl import check_alpha, per_client
 
@@ -378,27 +360,27 @@ PI: frozenset[Hidden] = frozenset({"pi"})
 ALGORITHMS: dict[str, AlgorithmSpec[Any]] = {
     spec.name: spec
     for spec in (
-        AlgorithmSpec("fedavg", FedAvgParams, FedAvg, ERMClient),
-        AlgorithmSpec("fed-cvar-avg", FedCVaRAvgParams, FedCVaRAvg, CVaRClient),
+        AlgorithmSpec("fedavg", FedAvgParams, st.FedAvg, ERMClient),
+        AlgorithmSpec("fed-cvar-avg", FedCVaRAvgParams, st.FedCVaRAvg, CVaRClient),
         # CA-Fed (Rodio et al. 2023) and its baselines
-        AlgorithmSpec("ca-fed", CAFedParams, CAFed, CAFedClient, reads_hidden=MARKOV),
-        AlgorithmSpec("unbiased", AvailabilityAwareParams, Unbiased, ERMClient, reads_hidden=PI),
+        AlgorithmSpec("ca-fed", CAFedParams, st.CAFed, CAFedClient, reads_hidden=MARKOV),
+        AlgorithmSpec("unbiased", AvailabilityAwareParams, st.Unbiased, ERMClient, reads_hidden=PI),
         AlgorithmSpec(
-            "more-available", MoreAvailableParams, MoreAvailable, ERMClient, reads_hidden=PI
+            "more-available", MoreAvailableParams, st.MoreAvailable, ERMClient, reads_hidden=PI
         ),
-        AlgorithmSpec("adafed", AvailabilityAwareParams, AdaFed, ERMClient, reads_hidden=PI),
-        AlgorithmSpec("f3ast", F3ASTParams, F3AST, ERMClient, reads_hidden=PI),
+        AlgorithmSpec("adafed", AvailabilityAwareParams, st.AdaFed, ERMClient, reads_hidden=PI),
+        AlgorithmSpec("f3ast", F3ASTParams, st.F3AST, ERMClient, reads_hidden=PI),
         # FedAR (Jiang et al. 2024) and its baselines
-        AlgorithmSpec("fedar", FedARParams, FedAR, ERMClient),
-        AlgorithmSpec("mifa", ScheduledParams, MIFA, ERMClient),
-        AlgorithmSpec("fedvarp", ScheduledParams, FedVARP, ERMClient),
-        AlgorithmSpec("fedavg-is", FedAvgISParams, FedAvgIS, ERMClient, reads_hidden=PI),
-        AlgorithmSpec("fedavg-s", FedAvgSampledParams, FedAvgSampled, ERMClient),
-        AlgorithmSpec("fedau", FedAUParams, FedAU, ERMClient),
-        AlgorithmSpec("scaffold", ScaffoldParams, Scaffold, ScaffoldClient),
+        AlgorithmSpec("fedar", FedARParams, st.FedAR, ERMClient),
+        AlgorithmSpec("mifa", ScheduledParams, st.MIFA, ERMClient),
+        AlgorithmSpec("fedvarp", ScheduledParams, st.FedVARP, ERMClient),
+        AlgorithmSpec("fedavg-is", FedAvgISParams, st.FedAvgIS, ERMClient, reads_hidden=PI),
+        AlgorithmSpec("fedavg-s", FedAvgSampledParams, st.FedAvgSampled, ERMClient),
+        AlgorithmSpec("fedau", FedAUParams, st.FedAU, ERMClient),
+        AlgorithmSpec("scaffold", ScaffoldParams, st.Scaffold, ScaffoldClient),
         # RC-FL (rFedFair) and its baselines
-        AlgorithmSpec("rfedfair", RFedFairParams, RFedFair, RCFLClient),
-        AlgorithmSpec("afl", AFLParams, AFL, CAFedClient),
-        AlgorithmSpec("qffl", QFFLParams, QFFL, CAFedClient),
+        AlgorithmSpec("rfedfair", RFedFairParams, st.RFedFair, RCFLClient),
+        AlgorithmSpec("afl", AFLParams, st.AFL, CAFedClient),
+        AlgorithmSpec("qffl", QFFLParams, st.QFFL, CAFedClient),
     )
 }
