@@ -36,6 +36,13 @@ class Core(Generic[S]):
     """An algorithm's server side. Subclasses are frozen dataclasses of hyper-parameters
     and implement :meth:`init`, :meth:`arrays` and :meth:`aggregate`."""
 
+    def for_model(self, initial_arrays: Sequence[np.ndarray]) -> Core[S]:
+        """This core for a model shaped like ``initial_arrays`` (the vector cores record
+        its shapes and dtypes; the others need nothing). A strategy that learns the
+        model only when it starts (the Message API's ``start(initial_arrays=...)``)
+        calls it then."""
+        return self
+
     def init(self, initial_arrays: Sequence[np.ndarray]) -> S:
         """The state before round 1 from the initial model."""
         raise NotImplementedError
