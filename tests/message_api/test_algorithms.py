@@ -144,3 +144,54 @@ def grid_reply(instruction, content: RecordDict):
     from flwr.app import Message
 
     return Message(content, reply_to=instruction)
+
+
+def qffl_round(losses: dict[int, float]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """One q-FFL round from MODEL, legacy QFFL and Message-API QFFL (Flower's QFedAvg)."""
+    legacy = STRATEGIES["qffl"](initial_arrays=MODEL)
+    legacy.pre_weights = MODEL
+    strategy = message_api.QFFL(q=1.0, client_learning_rate=0.1)
+    grid = StubGrid({node: properties for node in NODES})
+    sent = {
+        m.metadata.dst_node_id: m
+        for m in strategy.configure_train(1, ArrayRecord(MODEL), ConfigRecord(), grid)
+    }
+    fits, messages = [], []
+    for node, pid in NODES.items():
+        returned = client_arrays(MODEL, pid, 1)
+        metrics = {**client_metrics(pid, 1), RECEIVED_LOSS: losses[pid]}
+        params = ndarrays_to_parameters(returned)
+        fits.append((None, FitRes(Status(Code.OK, ""), params, SIZES[pid], metrics)))
+        content = RecordDict({"arrays": ArrayRecord(returned), "metrics": MetricRecord(metrics)})
+        messages.append(grid_reply(sent[node], content))
+    legacy_new = parameters_to_ndarrays(legacy.aggregate_fit(1, fits, [])[0])
+    return legacy_new, strategy.aggregate_train(1, messages[::-1])[0].to_numpy_ndarrays()
+
+
+def test_qffl_is_flowers_message_api_qfedavg_with_each_clients_own_loss() -> None:
+    """Flower's Message-API QFedAvg reads each client's loss from its reply (the legacy
+    QFedAvg fed all clients the server's loss; strategies/qffl.py fixes that): the same
+    step as the legacy QFFL, up to float rounding (Flower sums before dividing)."""
+    legacy_new, new = qffl_round({0: 0.7, 1: 2.5})
+    for a, b in zip(legacy_new, new, strict=True):
+        np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-7)
+    _, same_loss = qffl_round({0: 1.6, 1: 1.6})
+    assert not np.allclose(same_loss[0], new[0])  # the losses weigh the clients
+
+
+def test_qffl_names_a_missing_loss() -> None:
+    strategy = message_api.QFFL(client_learning_rate=0.1)
+    grid = StubGrid({node: properties for node in NODES})
+    sent = list(strategy.configure_train(1, ArrayRecord(MODEL), ConfigRecord(), grid))
+    content = RecordDict(
+        {"arrays": ArrayRecord(MODEL), "metrics": MetricRecord({PARTITION_ID: 0, NUM_EXAMPLES: 3})}
+    )
+    with pytest.raises(ValueError, match=r"QFFL: the reply of node \d+ .*'received-loss'"):
+        strategy.aggregate_train(1, [grid_reply(sent[0], content)])
+
+
+def test_rfedfair_names_a_node_that_does_not_answer_the_properties_query() -> None:
+    strategy = message_api.RFedFair(alpha=0.5, query_timeout=1.0)
+    grid = StubGrid({101: properties, 202: lambda message: None})
+    with pytest.raises(RuntimeError, match=r"RFedFair: node\(s\) \[202\] gave no 'partition-id'"):
+        strategy.configure_train(1, ArrayRecord(MODEL), ConfigRecord(), grid)
