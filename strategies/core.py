@@ -3,9 +3,10 @@
 A core is a small frozen value holding an algorithm's hyper-parameters; its server
 state is a separate explicit value (a frozen dataclass replaced each round). The
 methods are pure functions of (state, round, replies): a Flower face (the legacy
-``Strategy`` in :mod:`~fedram_flwr.strategies.base`, the Message API next) only
-converts wire types to :class:`~fedram_flwr.protocol.ClientReply` and back, so no
-algorithm is written twice. Nothing here imports Flower.
+``Strategy`` in :mod:`~fedram_flwr.strategies.base`, the Message-API one in
+:mod:`fedram_flwr.message_api.strategy`) only converts wire types to
+:class:`~fedram_flwr.protocol.ClientReply` and back, so no algorithm is written twice.
+Nothing here imports Flower.
 """
 
 from __future__ import annotations
