@@ -7,7 +7,7 @@ they are handed, so an availability wrapper's grid view is honoured), its record
 and its metric aggregation. What it adds is the legacy base's, written once for the
 Message API:
 
-- the wire contract (/work docs: ``docs/API.md``): every node receives
+- the wire contract (``docs/API.md``): every node receives
   ``ArrayRecord(core.arrays(state))`` (the legacy broadcast, e.g. (theta, t) packed by
   :mod:`fedram_flwr.protocol`, in order) and a ``ConfigRecord`` with Flower's
   ``server-round`` and the core's ``fit_config`` keys;
@@ -15,9 +15,11 @@ Message API:
   in partition-id order, contract-checked (partition id, the metrics the strategy needs,
   the same arrays as the broadcast), with errors naming the key, the node and the strategy;
 - the failure guard (``accept_failures=False``: a round with an error reply aggregates
-  nothing, the state stays) and the rule that every round counts: Flower's ``start``
-  calls ``aggregate_train`` in every round, also with no replies (``send_and_receive``
-  of no messages returns none at once), so FedAR and MIFA step from memory;
+  nothing, the state stays, the round counts as skipped; a node that misses ``start``'s
+  ``timeout`` is simply absent, as under Flower's own Message-API strategies) and the
+  rule that every round counts: Flower's ``start`` calls ``aggregate_train`` in every
+  round, also with no replies (``send_and_receive`` of no messages pushes nothing and
+  returns none), so FedAR and MIFA step from memory;
 - ``aggregate_train`` returns the *model* part of the state (``core.evaluated``: theta
   without t, x without c) under the keys of ``start``'s ``initial_arrays``: Flower's
   ``start`` hands it to ``evaluate_fn`` and keeps it as ``Result.arrays``, so both see
@@ -87,7 +89,8 @@ def ordered_replies(
     name the key, the node and ``strategy``: a missing partition id (when ``needs_id``),
     a missing metric of ``required_metrics``, arrays that are not shaped like
     ``broadcast`` (a client returns what it received, updated: ``layout``)."""
-    pairs = []
+    message_of: dict[int, Message] = {}  # id(reply) -> its message
+    replies = []
     for message in messages:
         content, node = message.content, message.metadata.src_node_id
         metrics = next(iter(content.metric_records.values()))
@@ -113,9 +116,9 @@ def ordered_replies(
                     f"returns the arrays it received, updated, in order: {layout}"
                 )
         reply = ClientReply(pid, int(metrics[weighted_by_key]), metrics, record.to_numpy_ndarrays)
-        pairs.append((message, reply))
-    order = {id(r): k for k, r in enumerate(in_partition_order(r for _, r in pairs))}
-    return sorted(pairs, key=lambda pair: order[id(pair[1])])
+        message_of[id(reply)] = message
+        replies.append(reply)
+    return [(message_of[id(r)], r) for r in in_partition_order(replies)]
 
 
 # ------------------------------------------------------------------ the base
