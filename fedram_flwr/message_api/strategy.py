@@ -151,6 +151,29 @@ class CoreMessageStrategy(FedAvg):
     required_metrics: ClassVar[tuple[str, ...]] = ()  # fit metrics the core reads
     reply_layout: ClassVar[str] = "the model's arrays"
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """The signature ``help()`` and IDEs show: the core's hyper-parameters (required
+        ones first), a subclass's own keyword arguments, ``accept_failures`` and Flower
+        ``FedAvg``'s arguments, all keyword-only."""
+        super().__init_subclass__(**kwargs)
+        if "core_type" not in cls.__dict__:
+            return
+        kw, empty = inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.empty
+        own = [
+            inspect.Parameter(f.name, kw, default=empty if f.default is MISSING else f.default)
+            for f in fields(cls.core_type)
+            if f.init and f.name not in MODEL_BOUND
+        ]
+        extra = list(inspect.signature(cls.__init__).parameters.values())[1:]
+        flower = list(inspect.signature(FedAvg.__init__).parameters.values())[1:]
+        params = [
+            *sorted(own, key=lambda p: p.default is not empty),
+            *(p for p in extra if p.kind == kw and p.name != "accept_failures"),
+            inspect.Parameter("accept_failures", kw, default=True),
+            *(p.replace(kind=kw) for p in flower),
+        ]
+        cls.__signature__ = inspect.Signature(params)
+
     def __init__(self, *, accept_failures: bool = True, **kwargs: Any) -> None:
         flower = {k: kwargs.pop(k) for k in FLOWER_FEDAVG_ARGS if k in kwargs}
         self.core = make_core(self.core_type, kwargs, type(self).__name__)

@@ -8,6 +8,7 @@ round has none (FedAR and MIFA step from memory)."""
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from typing import Any
 
 import numpy as np
@@ -85,6 +86,15 @@ def test_every_legacy_algorithm_has_a_message_api_namesake() -> None:
     assert set(STRATEGIES) == set(ALGORITHMS)
     for make in STRATEGIES.values():
         assert make.func.__name__ in message_api.__all__
+
+
+@pytest.mark.parametrize("name", sorted(set(STRATEGIES) - {"qffl"}))
+def test_the_signature_shows_the_legacy_hyper_parameters_and_flowers(name: str) -> None:
+    make = STRATEGIES[name]
+    signature = inspect.signature(getattr(message_api, make.func.__name__))
+    signature.bind(**make.keywords)  # the legacy arguments, by the same names
+    assert {"accept_failures", "fraction_train", "min_available_nodes"} <= set(signature.parameters)
+    assert all(p.kind == p.KEYWORD_ONLY for p in signature.parameters.values())
 
 
 @pytest.mark.parametrize("name", sorted(set(STRATEGIES) - {"qffl"}))
