@@ -47,6 +47,8 @@ def node(step, silent_rounds=(), seen=None):
 
     def handle(message: Message) -> RecordDict | None:
         pid = NODES[message.metadata.dst_node_id]
+        if message.metadata.message_type == "query":  # rFedFair's properties
+            return RecordDict({"m": MetricRecord({PARTITION_ID: pid, NUM_EXAMPLES: SIZES[pid]})})
         config = message.content["config"]
         rnd = config["server-round"]
         if seen is not None:
@@ -156,6 +158,31 @@ def test_start_steps_fedar_from_memory_in_a_round_without_replies() -> None:
     ]
     expected -= 0.1 * (2**0.5) * np.mean(updates, axis=0)
     np.testing.assert_allclose(w2, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_start_reports_rfedfairs_eta_and_its_averaged_omega() -> None:
+    grid = StubGrid({n: node(local_step) for n in NODES})
+
+    def evaluate_fn(rnd: int, arrays: ArrayRecord) -> MetricRecord:
+        return MetricRecord({"loss": float(sum(a.sum() for a in arrays.to_numpy_ndarrays()))})
+
+    strategy = message_api.RFedFair(alpha=0.5, min_available_nodes=3, fraction_evaluate=0.0)
+    initial = ArrayRecord({k: Array(v) for k, v in INITIAL.items()})
+    result = strategy.start(
+        grid=grid, initial_arrays=initial, num_rounds=2, evaluate_fn=evaluate_fn
+    )
+    omegas = [
+        split_theta_t(m.content["arrays"].to_numpy_ndarrays())[0]
+        for m in grid.sent
+        if m.metadata.message_type == "train" and m.metadata.dst_node_id == 101
+    ]
+    averaged = [np.mean([o[k] for o in omegas], axis=0, dtype=np.float64) for k in range(2)]
+    metrics = result.evaluate_metrics_serverapp[2]
+    expected = float(sum(a.astype(np.float32).sum() for a in averaged))
+    assert metrics["avg-loss"] == pytest.approx(expected, rel=1e-6)
+    assert metrics["eta"] == split_theta_t(strategy.broadcast_arrays())[1]
+    configs = [m.content["config"] for m in grid.sent if m.metadata.message_type == "train"]
+    assert sorted(c["rcfl-p"] for c in configs[:3]) == pytest.approx([1 / 6, 1 / 3, 1 / 2])
 
 
 def reply(instruction: Message, arrays, metrics) -> Message:
