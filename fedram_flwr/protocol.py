@@ -13,7 +13,7 @@ No Flower import here, and nothing from the package: both sides import this modu
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -139,3 +139,24 @@ class ClientReply:
         if key not in self.metrics:
             raise ValueError(f"client {self.partition_id} sent no '{key}' fit metric")
         return float(self.metrics[key])
+
+
+def reply_partition_id(metrics: Mapping[str, Any], required: bool, strategy: str) -> int:
+    """The PARTITION_ID a reply's fit metrics carry; -1 when it has none and ``strategy``
+    does not need one (FedAvg, Fed-CVaR-Avg: a stock Flower client); else an error
+    naming the key and the strategy."""
+    if PARTITION_ID in metrics:
+        return int(metrics[PARTITION_ID])
+    if required:
+        raise ValueError(
+            f"{strategy}: a client's reply has no '{PARTITION_ID}' fit metric; {strategy} "
+            f"knows clients by partition id: report it (the node's "
+            f"context.node_config['{PARTITION_ID}']) in the fit metrics"
+        )
+    return -1
+
+
+def in_partition_order(replies: Iterable[ClientReply]) -> list[ClientReply]:
+    """``replies`` by partition id (a stable sort: ids of -1 first, in arrival order), so
+    that a round's sums are the same whatever order the replies arrived in."""
+    return sorted(replies, key=lambda r: r.partition_id)

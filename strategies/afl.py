@@ -12,6 +12,9 @@ Federated form used here (and by the RC-FL paper's baseline): each client runs t
 local SGD as FedAvg's from w_t and reports f_k(w_t); the server takes the
 lambda-weighted mean of the returned models (one local step: exactly the w step above)
 and the lambda step with the reported losses (clients not heard from add 0).
+
+Flower's Message API: ``AFL`` in :mod:`fedram_flwr.message_api` (same core, same
+arguments; ``strategy.start(grid=..., initial_arrays=...)``).
 """
 
 from __future__ import annotations

@@ -19,6 +19,9 @@ every active client trains, the server takes the step of eq. 3 with weights q^(t
 
 ``pi`` is the oracle's true availability in oracle-informed scenarios and the Beta
 posterior mean pi_hat (Sec. IV-B) otherwise.
+
+Flower's Message API: ``Unbiased``, ``MoreAvailable``, ``AdaFed``, ``F3AST``
+in :mod:`fedram_flwr.message_api` (same core, same arguments).
 """
 
 from __future__ import annotations

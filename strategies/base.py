@@ -31,7 +31,12 @@ from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import FedAvg as FlowerFedAvg
 
-from fedram_flwr.protocol import PARTITION_ID, ClientReply
+from fedram_flwr.protocol import (
+    PARTITION_ID,
+    ClientReply,
+    in_partition_order,
+    reply_partition_id,
+)
 from fedram_flwr.strategies.core import Core
 
 
@@ -40,15 +45,9 @@ def client_id(res: FitRes) -> int:
     return int(res.metrics[PARTITION_ID])
 
 
-def in_partition_order(results: list[tuple[ClientProxy, FitRes]]) -> list[FitRes]:
-    """The results' ``FitRes`` by the clients' partition ids (-1 when a client sends
-    none: a stock Flower client under plain FedAvg)."""
-    return sorted((res for _, res in results), key=lambda r: int(r.metrics.get(PARTITION_ID, -1)))
-
-
-def to_reply(res: FitRes, needs_id: bool = True) -> ClientReply:
+def to_reply(res: FitRes, needs_id: bool = True, strategy: str = "strategy") -> ClientReply:
     """A ``FitRes`` as the cores see it; its arrays are decoded when asked for."""
-    pid = client_id(res) if needs_id else int(res.metrics.get(PARTITION_ID, -1))
+    pid = reply_partition_id(res.metrics, needs_id, strategy)
     return ClientReply(
         pid, res.num_examples, res.metrics, lambda: parameters_to_ndarrays(res.parameters)
     )
@@ -77,7 +76,8 @@ class ReplyAggregation:
     ) -> tuple[Parameters | None, dict[str, Scalar]]:
         if failures and not self.accept_failures:
             return None, {}
-        replies = [to_reply(r, self.needs_partition_id) for r in in_partition_order(results)]
+        name = type(self).__name__
+        replies = in_partition_order(to_reply(r, self.needs_partition_id, name) for _, r in results)
         elapsed, self.last_round = server_round - self.last_round, server_round
         arrays, diagnostics = self.aggregate_replies(server_round, replies, elapsed)
         metrics: dict[str, Scalar] = {}

@@ -11,6 +11,9 @@ Pure numpy functions, vectorised over clients, first: the estimated total error
 :class:`AvailabilityAwareCore`, which CA-Fed shares with its baselines
 (:mod:`fedram_flwr.strategies.availability_baselines`), :class:`CAFedCore`, and their
 thin Flower adapters.
+
+Flower's Message API: ``CAFed`` in :mod:`fedram_flwr.message_api` (same core, same
+arguments; ``strategy.start(grid=..., initial_arrays=...)``).
 """
 
 from __future__ import annotations

@@ -3,9 +3,10 @@
 A core is a small frozen value holding an algorithm's hyper-parameters; its server
 state is a separate explicit value (a frozen dataclass replaced each round). The
 methods are pure functions of (state, round, replies): a Flower face (the legacy
-``Strategy`` in :mod:`~fedram_flwr.strategies.base`, the Message API next) only
-converts wire types to :class:`~fedram_flwr.protocol.ClientReply` and back, so no
-algorithm is written twice. Nothing here imports Flower.
+``Strategy`` in :mod:`~fedram_flwr.strategies.base`, the Message-API one in
+:mod:`fedram_flwr.message_api.strategy`) only converts wire types to
+:class:`~fedram_flwr.protocol.ClientReply` and back, so no algorithm is written twice.
+Nothing here imports Flower.
 """
 
 from __future__ import annotations
@@ -35,6 +36,13 @@ class Outcome(Generic[S]):
 class Core(Generic[S]):
     """An algorithm's server side. Subclasses are frozen dataclasses of hyper-parameters
     and implement :meth:`init`, :meth:`arrays` and :meth:`aggregate`."""
+
+    def for_model(self, initial_arrays: Sequence[np.ndarray]) -> Core[S]:
+        """This core for a model shaped like ``initial_arrays`` (the vector cores record
+        its shapes and dtypes; the others need nothing). A strategy that learns the
+        model only when it starts (the Message API's ``start(initial_arrays=...)``)
+        calls it then."""
+        return self
 
     def init(self, initial_arrays: Sequence[np.ndarray]) -> S:
         """The state before round 1 from the initial model."""

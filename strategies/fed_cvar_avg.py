@@ -13,6 +13,9 @@ epochs of mini-batch SGD on G_i(b; theta, t) with step sizes eta_theta, eta_t (l
 and forwards (theta, t) to the RAM. With alpha = 1 or gamma = 1 (and t starting below
 the losses) this is FedAvg. The client's math (eq. 6 and its gradient weights) lives in
 :mod:`fedram_flwr.objectives`, the (theta, t) layout in :mod:`fedram_flwr.protocol`.
+
+Flower's Message API: ``FedCVaRAvg`` in :mod:`fedram_flwr.message_api` (same core, same
+arguments; ``strategy.start(grid=..., initial_arrays=...)``).
 """
 
 from __future__ import annotations

@@ -20,6 +20,9 @@ one (Theorem 2, whose constant c = (1/4) sqrt(L / ((L^2 + beta lambda N) K N)) i
 unknown in practice and is given as ``scale``). The paper gives no values for t0, b
 or c. With every client available in every round, tau = 0, psi = 1, N_t = N and
 eq. (7) is FedAvg's mean of the local models.
+
+Flower's Message API: ``FedAR`` in :mod:`fedram_flwr.message_api` (same core, same
+arguments; ``strategy.start(grid=..., initial_arrays=...)``).
 """
 
 from __future__ import annotations

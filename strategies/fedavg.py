@@ -5,6 +5,9 @@ example counts, in partition-id order, with Flower's own float operations
 (:func:`weighted_mean_inplace` is ``flwr.server.strategy.aggregate.aggregate_inplace``
 op for op, :func:`weighted_average` is its ``aggregate``), so the aggregate is bitwise
 the same in every engine when m > 1. Fed-CVaR-Avg's core extends it.
+
+Flower's Message API: ``FedAvg`` in :mod:`fedram_flwr.message_api` (same core, same
+arguments; ``strategy.start(grid=..., initial_arrays=...)``).
 """
 
 from __future__ import annotations

@@ -23,6 +23,9 @@ and they differ in omega_i:
   has K = 50 as its second variant, the registry's default. The weights are computed
   on the server from the participations it observes (they depend on nothing else), and
   the global step size is 1.
+
+Flower's Message API: ``FedAvgIS``, ``FedAvgSampled``, ``FedAU``
+in :mod:`fedram_flwr.message_api` (same core, same arguments).
 """
 
 from __future__ import annotations

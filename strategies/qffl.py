@@ -27,6 +27,10 @@ in the shipped RC-FL scenarios (``batch_size: 8000``: one batch holds a client's
 data, so docs/rc-fl.md's q-FFL rows are Li et al.'s rule). With B < n_k it is a
 one-batch estimate of F_k(w_t): unbiased, but noisier, and F^q, F^(q-1) of it are
 biased for q not in {0, 1}.
+
+Flower's Message-API ``QFedAvg`` reads each client's own loss from its reply (no such
+defect): ``QFFL`` in :mod:`fedram_flwr.message_api` is that class, with ``received-loss``
+as its loss key, partition-id order and ``accept_failures``.
 """
 
 from __future__ import annotations

@@ -26,6 +26,9 @@ rFedFair (Alg. 1): each selected client takes kappa gradient steps on f^{mu,i} i
 p_i-weighted under full participation, uniformly over K draws with replacement by p_i
 under partial participation (Sec. 4); the output is the last iterate and the running
 average omega_tilde_T.
+
+Flower's Message API: ``RFedFair`` in :mod:`fedram_flwr.message_api` (same core, same
+arguments; ``strategy.start(grid=..., initial_arrays=...)``).
 """
 
 from __future__ import annotations

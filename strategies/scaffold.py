@@ -18,6 +18,9 @@ and returns y_i and Delta c_i = c_i^+ - c_i (line 13); the server steps
 The wire carries [x arrays..., c arrays...] to clients and [y_i..., Delta c_i...] back
 (a model, as every client here returns, plus the control delta, which only the client
 can form since c_i never leaves it).
+
+Flower's Message API: ``Scaffold`` in :mod:`fedram_flwr.message_api` (same core, same
+arguments; ``strategy.start(grid=..., initial_arrays=...)``).
 """
 
 from __future__ import annotations

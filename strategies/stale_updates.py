@@ -22,6 +22,9 @@ A round in which nobody is available (the engines' server hands it to the core w
 replies) still advances tau; MIFA (Alg. 1) and FedAR (eq. 7, Alg. 1 line 15) then step
 along the stored updates, while FedVARP keeps the model, as its authors' code does
 (it skips a round without participants: Alg. 1 needs |S| > 0).
+
+Flower's Message API: ``MIFA``, ``FedVARP``
+in :mod:`fedram_flwr.message_api` (same core, same arguments).
 """
 
 from __future__ import annotations

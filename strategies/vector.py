@@ -11,7 +11,7 @@ updates all refer to the same w_t (Flower sends one model per round).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import numpy as np
@@ -70,6 +70,9 @@ class VectorCore(Core[S]):
         if self.lr <= 0.0 or not 0.0 < self.lr_decay <= 1.0:
             raise ValueError(f"lr {self.lr} must be > 0 and lr_decay {self.lr_decay} in (0, 1]")
 
+    def for_model(self, initial_arrays: Sequence[np.ndarray]) -> VectorCore[S]:
+        return replace(self, like=tuple(np.asarray(a) for a in initial_arrays))
+
     def eta(self, server_round: int) -> float:
         return step_size(self.lr, self.lr_decay, server_round)
 
@@ -102,8 +105,7 @@ class VectorStrategy(CoreStrategy):
         core_kwargs: dict[str, Any] | None = None,
         **fedavg_kwargs: Any,
     ) -> None:
-        like = tuple(np.asarray(a) for a in initial_arrays)
         core = self.core_type(
-            num_clients=num_clients, lr=lr, lr_decay=lr_decay, like=like, **(core_kwargs or {})
-        )
+            num_clients=num_clients, lr=lr, lr_decay=lr_decay, **(core_kwargs or {})
+        ).for_model(initial_arrays)
         super().__init__(core, initial_arrays=initial_arrays, **fedavg_kwargs)

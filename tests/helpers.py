@@ -9,19 +9,25 @@ from __future__ import annotations
 import json
 import pickle
 import subprocess
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import yaml
+from flwr.app import Error, Message, RecordDict
 from flwr.client import NumPyClient
 from flwr.common import (
     Context,
     GetPropertiesIns,
 )
 from flwr.server.client_proxy import ClientProxy
+from flwr.serverapp import Grid
+from flwr.supercore.task_identity import TaskIdentity
 from scipy.io import savemat
 
 from fedram_flwr.availability import OracleClientManager
@@ -31,6 +37,26 @@ from fedram_flwr.engines.flwr.processes import TOKEN_ENV, has_env, process_table
 from fedram_flwr.outputs import RunDirectory
 from fedram_flwr.protocol import PARTITION_ID
 from fedram_flwr.registry import load_scenario, scenario_from_dict
+from fedram_flwr.strategies import (
+    AFL,
+    F3AST,
+    MIFA,
+    QFFL,
+    AdaFed,
+    CAFed,
+    FedAR,
+    FedAU,
+    FedAvg,
+    FedAvgIS,
+    FedAvgSampled,
+    FedCVaRAvg,
+    FedVARP,
+    MoreAvailable,
+    RFedFair,
+    Scaffold,
+    Unbiased,
+)
+from fedram_flwr.strategies.fedar import g_convex
 
 SEED = 0
 # A Flower-engine run that takes longer has hung: a safety net, never a speed check (a
@@ -374,3 +400,87 @@ def scaffold_local_steps(
         grads.append(quad_grad(i, y))
         y = y - lr * (grads[-1] - c_i + c)
     return y, grads
+
+
+# ------------------------------------------------- every algorithm's strategy, tiny
+N = 2
+MODEL = [np.zeros((2, 2), np.float32), np.zeros(2, np.float32)]
+ALPHA = np.array([0.5, 0.5])
+VECTOR = dict(num_clients=N, lr=0.1)
+
+
+STRATEGIES = {  # name -> the legacy strategy with tiny hyper-parameters (no model yet)
+    "fedavg": partial(FedAvg),
+    "fed-cvar-avg": partial(FedCVaRAvg, alpha=0.5, gamma=0.1, lr_t=0.01),
+    "fedar": partial(FedAR, rho=0.1, g=partial(g_convex, t0=10.0, b=4.0), **VECTOR),
+    "mifa": partial(MIFA, **VECTOR),
+    "fedvarp": partial(FedVARP, **VECTOR),
+    "fedavg-is": partial(FedAvgIS, **VECTOR),
+    "fedavg-s": partial(FedAvgSampled, max_clients=1, seed=0, **VECTOR),
+    "fedau": partial(FedAU, cutoff=5, **VECTOR),
+    "scaffold": partial(Scaffold, **VECTOR),
+    "ca-fed": partial(CAFed, alpha=ALPHA),
+    "unbiased": partial(Unbiased, alpha=ALPHA),
+    "more-available": partial(MoreAvailable, alpha=ALPHA),
+    "adafed": partial(AdaFed, alpha=ALPHA),
+    "f3ast": partial(F3AST, alpha=ALPHA, clients_per_round=1),
+    "rfedfair": partial(RFedFair, alpha=0.5),
+    "afl": partial(AFL, num_clients=N),
+    "qffl": partial(QFFL, q_param=1.0, qffl_learning_rate=0.1),
+}
+
+
+# ------------------------------------------------------ a Message-API grid, in tests
+Handler = Callable[[Message], RecordDict | Error | None]
+
+
+class StubGrid(Grid):
+    """A Flower ``Grid`` for strategy tests: ``nodes`` maps node ids to a handler that
+    answers a message in this thread (a reply's content, an ``Error``, or ``None``: no
+    reply, as a node that misses the timeout). ``sent`` keeps every message pushed."""
+
+    def __init__(self, nodes: dict[int, Handler]) -> None:
+        self.nodes = nodes
+        self.sent: list[Message] = []
+
+    def set_run(self, run: Any) -> None:
+        raise NotImplementedError
+
+    @property
+    def run(self) -> Any:
+        raise NotImplementedError
+
+    def create_message(self, *args: Any, **kwargs: Any) -> Message:
+        raise NotImplementedError
+
+    def get_node_ids(self) -> Iterable[int]:
+        return list(self.nodes)
+
+    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
+        raise NotImplementedError
+
+    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
+        raise NotImplementedError
+
+    def send_and_receive(
+        self, messages: Iterable[Message], *, timeout: float | None = None
+    ) -> Iterable[Message]:
+        replies = []
+        for message in messages:
+            self.sent.append(message)
+            answer = self.nodes[message.metadata.dst_node_id](message)
+            if answer is not None:
+                replies.append(Message(answer, reply_to=message))
+        return replies
+
+
+@contextmanager
+def server_identity(run_id: int = 1) -> Iterator[None]:
+    """The identity Flower's ServerApp process has (run, node, task ids), which creating
+    a ``Message`` reads; restored on exit."""
+    saved = (TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id)
+    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = run_id, 0, 1
+    try:
+        yield
+    finally:
+        TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id = saved

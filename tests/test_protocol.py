@@ -44,3 +44,17 @@ def test_every_key_is_unique_and_kebab_case() -> None:
     keys = [v for k, v in vars(protocol).items() if k.isupper() and isinstance(v, str)]
     assert len(keys) == len(set(keys)) >= 20
     assert all(k == k.lower() and " " not in k and "_" not in k for k in keys)
+
+
+def test_a_reply_partition_id_is_read_or_named_when_missing() -> None:
+    assert protocol.reply_partition_id({protocol.PARTITION_ID: 3}, True, "FedAR") == 3
+    assert protocol.reply_partition_id({}, False, "FedAvg") == -1
+    with pytest.raises(ValueError, match="FedAR: .*no 'partition-id' fit metric"):
+        protocol.reply_partition_id({}, True, "FedAR")
+
+
+def test_replies_sort_by_partition_id_stably() -> None:
+    replies = [protocol.ClientReply(p, 1, {}, list) for p in (2, -1, 0, -1)]
+    ordered = protocol.in_partition_order(replies)
+    assert [r.partition_id for r in ordered] == [-1, -1, 0, 2]
+    assert ordered[0] is replies[1] and ordered[1] is replies[3]

@@ -4,59 +4,14 @@ order, and the rule that rounds Flower skips still count."""
 
 from __future__ import annotations
 
-from functools import partial
-
 import numpy as np
 import pytest
 from flwr.common import Code, FitRes, Status, ndarrays_to_parameters, parameters_to_ndarrays
 
 from fedram_flwr.protocol import PARTITION_ID, RECEIVED_LOSS
 from fedram_flwr.registry import ALGORITHMS
-from fedram_flwr.strategies import (
-    AFL,
-    F3AST,
-    MIFA,
-    QFFL,
-    AdaFed,
-    CAFed,
-    FedAR,
-    FedAU,
-    FedAvg,
-    FedAvgIS,
-    FedAvgSampled,
-    FedCVaRAvg,
-    FedVARP,
-    MoreAvailable,
-    RFedFair,
-    Scaffold,
-    Unbiased,
-)
-from fedram_flwr.strategies.fedar import g_convex
-
-N = 2
-MODEL = [np.zeros((2, 2), np.float32), np.zeros(2, np.float32)]
-ALPHA = np.array([0.5, 0.5])
-VECTOR = dict(num_clients=N, lr=0.1)
-
-STRATEGIES = {
-    "fedavg": partial(FedAvg),
-    "fed-cvar-avg": partial(FedCVaRAvg, alpha=0.5, gamma=0.1, lr_t=0.01),
-    "fedar": partial(FedAR, rho=0.1, g=partial(g_convex, t0=10.0, b=4.0), **VECTOR),
-    "mifa": partial(MIFA, **VECTOR),
-    "fedvarp": partial(FedVARP, **VECTOR),
-    "fedavg-is": partial(FedAvgIS, **VECTOR),
-    "fedavg-s": partial(FedAvgSampled, max_clients=1, seed=0, **VECTOR),
-    "fedau": partial(FedAU, cutoff=5, **VECTOR),
-    "scaffold": partial(Scaffold, **VECTOR),
-    "ca-fed": partial(CAFed, alpha=ALPHA),
-    "unbiased": partial(Unbiased, alpha=ALPHA),
-    "more-available": partial(MoreAvailable, alpha=ALPHA),
-    "adafed": partial(AdaFed, alpha=ALPHA),
-    "f3ast": partial(F3AST, alpha=ALPHA, clients_per_round=1),
-    "rfedfair": partial(RFedFair, alpha=0.5),
-    "afl": partial(AFL, num_clients=N),
-    "qffl": partial(QFFL, q_param=1.0, qffl_learning_rate=0.1),
-}
+from fedram_flwr.strategies import FedAvg, Unbiased
+from tests.helpers import ALPHA, MODEL, STRATEGIES
 
 
 def test_every_registered_algorithm_is_checked_here() -> None:

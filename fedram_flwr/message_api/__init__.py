@@ -1,0 +1,44 @@
+"""Flower's Message API (``flwr.serverapp.strategy``): every algorithm as a strategy."""
+
+from fedram_flwr.message_api.algorithms import (
+    AFL,
+    F3AST,
+    MIFA,
+    QFFL,
+    AdaFed,
+    CAFed,
+    FedAR,
+    FedAU,
+    FedAvg,
+    FedAvgIS,
+    FedAvgSampled,
+    FedCVaRAvg,
+    FedVARP,
+    MoreAvailable,
+    RFedFair,
+    Scaffold,
+    Unbiased,
+)
+from fedram_flwr.message_api.strategy import CoreMessageStrategy, ordered_replies
+
+__all__ = [
+    "AFL",
+    "AdaFed",
+    "CAFed",
+    "CoreMessageStrategy",
+    "F3AST",
+    "FedAR",
+    "FedAU",
+    "FedAvg",
+    "FedAvgIS",
+    "FedAvgSampled",
+    "FedCVaRAvg",
+    "FedVARP",
+    "MIFA",
+    "MoreAvailable",
+    "QFFL",
+    "RFedFair",
+    "Scaffold",
+    "Unbiased",
+    "ordered_replies",
+]

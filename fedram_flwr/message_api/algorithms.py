@@ -1,0 +1,281 @@
+"""Every algorithm of :mod:`fedram_flwr.strategies` as a Flower Message-API strategy.
+
+Each class is its legacy namesake's core (``fedram_flwr.strategies.<module>.<Name>Core``)
+behind :class:`~fedram_flwr.message_api.strategy.CoreMessageStrategy`, with the legacy
+class's hyper-parameters (same names, same defaults: they are the core's fields) and
+Flower ``FedAvg``'s arguments. Same names as the legacy classes, as Flower does
+(``flwr.server.strategy.FedAvg`` and ``flwr.serverapp.strategy.FedAvg``): switching API
+changes the import, not the code. q-FFL is Flower's own Message-API ``QFedAvg``
+(:class:`QFFL`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy import QFedAvg
+
+from fedram_flwr.message_api.strategy import CoreMessageStrategy, EvaluateFn, ordered_replies
+from fedram_flwr.protocol import NUM_EXAMPLES, PARTITION_ID, RECEIVED_LOSS, ClientReply
+from fedram_flwr.strategies.afl import AFLCore
+from fedram_flwr.strategies.availability_baselines import (
+    AdaFedCore,
+    F3ASTCore,
+    MoreAvailableCore,
+    UnbiasedCore,
+)
+from fedram_flwr.strategies.ca_fed import CAFedCore
+from fedram_flwr.strategies.fed_cvar_avg import FedCVaRAvgCore
+from fedram_flwr.strategies.fedar import FedARCore
+from fedram_flwr.strategies.fedavg import FedAvgCore
+from fedram_flwr.strategies.participation import FedAUCore, FedAvgISCore, FedAvgSampledCore
+from fedram_flwr.strategies.rc_fl import RFedFairCore
+from fedram_flwr.strategies.scaffold import ScaffoldCore
+from fedram_flwr.strategies.stale_updates import FedVARPCore, MIFACore
+
+THETA_T = "(theta, t): theta's arrays, then t as a 1-element array (protocol.join_theta_t)"
+
+
+# ------------------------------------------------------------- FedAvg, Fed-CVaR-Avg
+class FedAvg(CoreMessageStrategy):
+    """FedAvg in partition-id order (replies without a partition id are summed first)."""
+
+    core_type = FedAvgCore
+    needs_partition_id = False
+
+
+class FedCVaRAvg(CoreMessageStrategy):
+    """Fed-CVaR-Avg (Alg. 1): ``alpha``, ``gamma``, ``lr_t``, ``t_init``; ``evaluate_fn``
+    sees theta, its metrics gain the global ``t``."""
+
+    core_type = FedCVaRAvgCore
+    needs_partition_id = False
+    reply_layout = THETA_T
+
+
+# ------------------------------------------------------------- CA-Fed, baselines
+class CAFed(CoreMessageStrategy):
+    """CA-Fed (Alg. 1): ``alpha``, ``server_lr``, ``known_pi``, ``known_lam``,
+    ``kappa2``, ``beta``, ``tau``, ``loss_floor``; replies report ``received-loss``."""
+
+    core_type = CAFedCore
+    required_metrics = (RECEIVED_LOSS,)
+
+
+class Unbiased(CoreMessageStrategy):
+    """Unbiased (CA-Fed Sec. V-A c): ``alpha``, ``server_lr``, ``known_pi``."""
+
+    core_type = UnbiasedCore
+
+
+class MoreAvailable(CoreMessageStrategy):
+    """More available (CA-Fed Sec. V-A c): as Unbiased, and ``min_pi``."""
+
+    core_type = MoreAvailableCore
+
+
+class AdaFed(CoreMessageStrategy):
+    """AdaFed (CA-Fed Sec. V-A c): ``alpha``, ``server_lr``, ``known_pi``."""
+
+    core_type = AdaFedCore
+
+
+class F3AST(CoreMessageStrategy):
+    """F3AST (CA-Fed Sec. V-A c): as Unbiased, and ``clients_per_round``."""
+
+    core_type = F3ASTCore
+
+
+# --------------------------------------------- FedAR and the stale-update family
+class FedAR(CoreMessageStrategy):
+    """FedAR (Alg. 1): ``num_clients``, ``lr``, ``lr_decay``, ``rho``, ``g``; steps from
+    memory in a round without replies."""
+
+    core_type = FedARCore
+
+
+class MIFA(CoreMessageStrategy):
+    """MIFA: ``num_clients``, ``lr``, ``lr_decay``; steps from memory in an empty round."""
+
+    core_type = MIFACore
+
+
+class FedVARP(CoreMessageStrategy):
+    """FedVARP: ``num_clients``, ``lr``, ``lr_decay``."""
+
+    core_type = FedVARPCore
+
+
+class FedAvgIS(CoreMessageStrategy):
+    """FedAvg-IS: ``num_clients``, ``lr``, ``lr_decay``, ``known_p``."""
+
+    core_type = FedAvgISCore
+
+
+class FedAvgSampled(CoreMessageStrategy):
+    """FedAvg(S): ``num_clients``, ``lr``, ``lr_decay``, ``max_clients``, ``seed``.
+
+    The server knows partition ids only from the replies, so the seeded subset of S
+    is taken among the replies (in partition order) rather than before training, as the
+    legacy class does: the same subset when every sampled node answers, but the nodes
+    left out train too (and their update is discarded)."""
+
+    core_type = FedAvgSampledCore
+
+    def kept(self, server_round: int, pairs: list[tuple[Message, ClientReply]]) -> list:
+        return [pairs[k] for k in self.core.select(len(pairs), server_round)]
+
+
+class FedAU(CoreMessageStrategy):
+    """FedAU: ``num_clients``, ``lr``, ``lr_decay``, ``cutoff``."""
+
+    core_type = FedAUCore
+
+
+class Scaffold(CoreMessageStrategy):
+    """SCAFFOLD (Alg. 1, option II): ``num_clients``, ``lr``, ``lr_decay``,
+    ``server_lr``; ``evaluate_fn`` sees x."""
+
+    core_type = ScaffoldCore
+    reply_layout = "(y_i, Delta c_i): the model's arrays, then the control's (join_model_control)"
+
+
+# ------------------------------------------------------- rFedFair, AFL, q-FFL
+def node_properties(
+    grid: Grid, node_ids: Iterable[int], timeout: float, strategy: str
+) -> dict[int, tuple[int, int]]:
+    """{node id: (partition id, m_i)}, asked with one ``query`` message per node (the
+    Message-API ``get_properties``): the node's ClientApp answers in its reply's one
+    ``MetricRecord`` with ``partition-id`` and ``num-examples``. Waits at most
+    ``timeout`` seconds; a node that does not answer is an error saying what to add."""
+    asked = [
+        Message(RecordDict({"config": ConfigRecord()}), node, MessageType.QUERY)
+        for node in node_ids
+    ]
+    if not asked:
+        return {}
+    found: dict[int, tuple[int, int]] = {}
+    for reply in grid.send_and_receive(asked, timeout=timeout):
+        metrics = {} if reply.has_error() else reply.content.metric_records
+        record = next(iter(metrics.values()), {})
+        if PARTITION_ID in record and NUM_EXAMPLES in record:
+            found[reply.metadata.src_node_id] = (
+                int(record[PARTITION_ID]),
+                int(record[NUM_EXAMPLES]),
+            )
+    if missing := sorted({m.metadata.dst_node_id for m in asked} - set(found)):
+        raise RuntimeError(
+            f"{strategy}: node(s) {missing} gave no '{PARTITION_ID}' and '{NUM_EXAMPLES}' "
+            f"within {timeout} s (query_timeout): {strategy} needs each node's partition id "
+            f"and training-set size; its ClientApp's @app.query() handler replies with a "
+            "MetricRecord holding both"
+        )
+    return found
+
+
+class RFedFair(CoreMessageStrategy):
+    """rFedFair (RC-FL Alg. 1): ``alpha``, ``mu``, ``lr_eta``, ``eta_init``,
+    ``clients_per_round``, ``seed``; ``query_timeout`` bounds the properties query.
+
+    As the legacy class, the server chooses Z among the nodes Flower's sampling gives
+    (under an availability wrapper: the available ones) and sends each its own config
+    (``rcfl-alpha``, ``rcfl-p``, ``rcfl-mu``, ``lr-eta``); p_i = m_i / m over every node
+    the grid lists, learnt once per node by :func:`node_properties`. ``evaluate_fn``
+    sees omega; its metrics gain ``eta`` and the ``avg-`` metrics of omega_tilde_T."""
+
+    core_type = RFedFairCore
+    reply_layout = "(omega, eta): omega's arrays, then eta as a 1-element array (join_theta_t)"
+
+    def __init__(self, *, query_timeout: float = 60.0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.query_timeout = query_timeout
+        self.known: dict[int, tuple[int, int]] = {}  # node id -> (partition id, m_i)
+
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        sampled = list(super().configure_train(server_round, arrays, config, grid))
+        self.state = self.core.broadcast(self.state, self.broadcast_arrays())
+        nodes = [m.metadata.dst_node_id for m in sampled]
+        unknown = [n for n in dict.fromkeys([*grid.get_node_ids(), *nodes]) if n not in self.known]
+        self.known.update(node_properties(grid, unknown, self.query_timeout, "RFedFair"))
+        m = sum(size for _, size in self.known.values())
+        p = dict(sorted((pid, size / m) for pid, size in self.known.values()))
+        by_pid = sorted(sampled, key=lambda msg: self.known[msg.metadata.dst_node_id][0])
+        pids = [self.known[msg.metadata.dst_node_id][0] for msg in by_pid]
+        self.state, configs = self.core.select(self.state, p, pids, server_round)
+        return [
+            Message(
+                RecordDict(
+                    {
+                        self.arrayrecord_key: msg.content[self.arrayrecord_key],
+                        self.configrecord_key: ConfigRecord(
+                            {**msg.content[self.configrecord_key], **configs[pid]}
+                        ),
+                    }
+                ),
+                msg.metadata.dst_node_id,
+                MessageType.TRAIN,
+            )
+            for msg, pid in zip(by_pid, pids)
+            if pid in configs
+        ]
+
+    def evaluation_extras(self, server_round: int, evaluate_fn: EvaluateFn) -> dict[str, Any]:
+        extras = super().evaluation_extras(server_round, evaluate_fn)
+        averaged = self.core.averaged_omega(self.state)
+        if averaged is not None and (avg := evaluate_fn(server_round, self.as_model(averaged))):
+            extras.update({f"avg-{k}": v for k, v in avg.items()})
+        return extras
+
+
+class AFL(CoreMessageStrategy):
+    """AFL: ``num_clients``, ``lr_lambda``; replies report ``received-loss``."""
+
+    core_type = AFLCore
+    required_metrics = (RECEIVED_LOSS,)
+
+
+class QFFL(QFedAvg):
+    """q-FFL (Li et al. 2020) as Flower's Message-API ``QFedAvg``, unchanged in its math
+    and arguments (``client_learning_rate``, ``q``, ...). Flower's Message-API QFedAvg
+    reads each client's own loss from its reply (``train_loss_key``), so the legacy
+    ``QFedAvg``'s defect that :mod:`fedram_flwr.strategies.qffl` fixes (one server loss
+    for every client) is not there. Added: ``train_loss_key`` defaults to
+    ``received-loss`` (F_k(w_t), the loss at the received model, as Li et al.; Flower's
+    default ``train_loss`` would be a loss during training), replies are aggregated in
+    partition-id order (sums reproducible across engines) and ``accept_failures``."""
+
+    def __init__(
+        self,
+        *,
+        client_learning_rate: float,
+        train_loss_key: str = RECEIVED_LOSS,
+        accept_failures: bool = True,
+        **qfedavg_kwargs: Any,
+    ) -> None:
+        super().__init__(
+            client_learning_rate=client_learning_rate,
+            train_loss_key=train_loss_key,
+            **qfedavg_kwargs,
+        )
+        self.accept_failures = accept_failures
+
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        replies = list(replies)
+        errors = [m for m in replies if m.has_error()]
+        if errors and not self.accept_failures:
+            return None, None
+        valid = [m for m in replies if not m.has_error()]
+        pairs = ordered_replies(
+            valid,
+            type(self).__name__,
+            weighted_by_key=self.weighted_by_key,
+            required_metrics=(self.train_loss_key,),
+        )
+        return super().aggregate_train(server_round, [m for m, _ in pairs] + errors)

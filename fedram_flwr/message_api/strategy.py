@@ -1,0 +1,306 @@
+"""The one Message-API base over an algorithm core: Flower's ``flwr.serverapp.strategy``
+face of every algorithm whose legacy face is :class:`~fedram_flwr.strategies.base.CoreStrategy`.
+
+:class:`CoreMessageStrategy` subclasses Flower's Message-API ``FedAvg`` and keeps its
+node sampling (``configure_train`` / ``configure_evaluate`` sample from the ``grid``
+they are handed, so an availability wrapper's grid view is honoured), its record keys
+and its metric aggregation. What it adds is the legacy base's, written once for the
+Message API:
+
+- the wire contract (``docs/API.md``): every node receives
+  ``ArrayRecord(core.arrays(state))`` (the legacy broadcast, e.g. (theta, t) packed by
+  :mod:`fedram_flwr.protocol`, in order) and a ``ConfigRecord`` with Flower's
+  ``server-round`` and the core's ``fit_config`` keys;
+- :func:`ordered_replies`: replies as the cores' :class:`~fedram_flwr.protocol.ClientReply`
+  in partition-id order, contract-checked (partition id, the metrics the strategy needs,
+  the same arrays as the broadcast), with errors naming the key, the node and the strategy;
+- the failure guard (``accept_failures=False``: a round with an error reply aggregates
+  nothing, the state stays, the round counts as skipped; a node that misses ``start``'s
+  ``timeout`` is simply absent, as under Flower's own Message-API strategies) and the
+  rule that every round counts: Flower's ``start`` calls ``aggregate_train`` in every
+  round, also with no replies (``send_and_receive`` of no messages pushes nothing and
+  returns none), so FedAR and MIFA step from memory;
+- ``aggregate_train`` returns the *model* part of the state (``core.evaluated``: theta
+  without t, x without c) under the keys of ``start``'s ``initial_arrays``: Flower's
+  ``start`` hands it to ``evaluate_fn`` and keeps it as ``Result.arrays``, so both see
+  the model as the user built it (``to_torch_state_dict()`` works). The full broadcast
+  is ``strategy.broadcast_arrays()``; the core's extras (t, eta) join ``evaluate_fn``'s
+  metrics, as in the legacy ``evaluate``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import MISSING, fields
+from logging import INFO
+from typing import Any, ClassVar
+
+import numpy as np
+from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy import FedAvg, Result
+from flwr.supercore import log
+
+from fedram_flwr.protocol import Arrays, ClientReply, in_partition_order, reply_partition_id
+from fedram_flwr.strategies.core import Core
+
+FLOWER_FEDAVG_ARGS = tuple(p for p in inspect.signature(FedAvg.__init__).parameters if p != "self")
+"""Flower's Message-API ``FedAvg`` arguments, which every strategy here also takes."""
+
+MODEL_BOUND = ("like",)
+"""Core fields set from the model at start (:meth:`Core.for_model`), not hyper-parameters."""
+
+EvaluateFn = Callable[[int, ArrayRecord], MetricRecord | None]
+
+
+# ------------------------------------------------------------------ replies
+def metric_values(values: Mapping[str, Any]) -> dict[str, int | float | list]:
+    """``values`` as ``MetricRecord`` values: numpy scalars as Python numbers, 1-D arrays
+    as lists, bools as ints; ``None`` and anything else (nested values) left out."""
+    out: dict[str, int | float | list] = {}
+    for key, value in values.items():
+        if isinstance(value, np.ndarray) and value.ndim == 1:
+            value = value.tolist()
+        elif isinstance(value, np.generic):
+            value = value.item()
+        if isinstance(value, bool):
+            value = int(value)
+        if isinstance(value, int | float) or (
+            isinstance(value, list) and all(isinstance(v, int | float) for v in value)
+        ):
+            out[key] = value
+    return out
+
+
+def ordered_replies(
+    messages: Iterable[Message],
+    strategy: str,
+    *,
+    weighted_by_key: str,
+    needs_id: bool = True,
+    required_metrics: Iterable[str] = (),
+    broadcast: Arrays | None = None,
+    layout: str = "the model's arrays",
+) -> list[tuple[Message, ClientReply]]:
+    """Error-free reply ``messages`` as (message, :class:`ClientReply`), in partition-id
+    order. Each reply's only ``MetricRecord`` holds its fit metrics (``weighted_by_key``
+    is m_i), its only ``ArrayRecord`` its arrays (decoded when the core asks). Errors
+    name the key, the node and ``strategy``: a missing partition id (when ``needs_id``),
+    a missing metric of ``required_metrics``, arrays that are not shaped like
+    ``broadcast`` (a client returns what it received, updated: ``layout``)."""
+    message_of: dict[int, Message] = {}  # id(reply) -> its message
+    replies = []
+    for message in messages:
+        content, node = message.content, message.metadata.src_node_id
+        metrics = next(iter(content.metric_records.values()))
+        record = next(iter(content.array_records.values()))
+        try:
+            pid = reply_partition_id(metrics, needs_id, strategy)
+        except ValueError as err:
+            raise ValueError(f"{err} (node {node})") from None
+        for key in required_metrics:
+            if key not in metrics:
+                raise ValueError(
+                    f"{strategy}: the reply of node {node} (partition {pid}) has no '{key}' "
+                    f"metric, which {strategy} needs (fedram_flwr.protocol; the project's "
+                    "Message-API client building blocks report it)"
+                )
+        if broadcast is not None:
+            got = [tuple(a.shape) for a in record.values()]
+            want = [tuple(a.shape) for a in broadcast]
+            if got != want:
+                raise ValueError(
+                    f"{strategy}: the reply of node {node} (partition {pid}) has {len(got)} "
+                    f"arrays shaped {got}, the broadcast {len(want)} shaped {want}: a client "
+                    f"returns the arrays it received, updated, in order: {layout}"
+                )
+        reply = ClientReply(pid, int(metrics[weighted_by_key]), metrics, record.to_numpy_ndarrays)
+        message_of[id(reply)] = message
+        replies.append(reply)
+    return [(message_of[id(r)], r) for r in in_partition_order(replies)]
+
+
+# ------------------------------------------------------------------ the base
+def make_core(core_type: type[Core], params: dict[str, Any], strategy: str) -> Core:
+    """``core_type(**params)``; unknown or missing parameters named with the allowed ones."""
+    own = [f for f in fields(core_type) if f.init and f.name not in MODEL_BOUND]
+    names = [f.name for f in own]
+    if unknown := sorted(set(params) - set(names)):
+        raise TypeError(
+            f"{strategy}: unknown argument(s) {unknown}; its own are {names}, the others "
+            f"Flower FedAvg's {list(FLOWER_FEDAVG_ARGS)} and accept_failures"
+        )
+    required = [f.name for f in own if f.default is MISSING and f.default_factory is MISSING]
+    if missing := [n for n in required if n not in params]:
+        raise TypeError(f"{strategy}: missing required argument(s) {missing}")
+    return core_type(**params)
+
+
+class CoreMessageStrategy(FedAvg):
+    """An algorithm core as a Flower Message-API strategy (see the module docstring).
+
+    Subclasses set ``core_type``; keyword-only construction takes the core's
+    hyper-parameters (the legacy class's names), ``accept_failures`` (default ``True``,
+    as Flower's legacy strategies) and Flower ``FedAvg``'s arguments. ``self.state`` is
+    the core's state, set from the model in ``start`` (or round 1's ``configure_train``)
+    and replaced by each aggregation."""
+
+    core_type: ClassVar[type[Core]]
+    needs_partition_id: ClassVar[bool] = True  # False: stock Flower clients are served too
+    required_metrics: ClassVar[tuple[str, ...]] = ()  # fit metrics the core reads
+    reply_layout: ClassVar[str] = "the model's arrays"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """The signature ``help()`` and IDEs show: the core's hyper-parameters (required
+        ones first), a subclass's own keyword arguments, ``accept_failures`` and Flower
+        ``FedAvg``'s arguments, all keyword-only."""
+        super().__init_subclass__(**kwargs)
+        if "core_type" not in cls.__dict__:
+            return
+        kw, empty = inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.empty
+        own = [
+            inspect.Parameter(f.name, kw, default=empty if f.default is MISSING else f.default)
+            for f in fields(cls.core_type)
+            if f.init and f.name not in MODEL_BOUND
+        ]
+        extra = list(inspect.signature(cls.__init__).parameters.values())[1:]
+        flower = list(inspect.signature(FedAvg.__init__).parameters.values())[1:]
+        params = [
+            *sorted(own, key=lambda p: p.default is not empty),
+            *(p for p in extra if p.kind == kw and p.name != "accept_failures"),
+            inspect.Parameter("accept_failures", kw, default=True),
+            *(p.replace(kind=kw) for p in flower),
+        ]
+        cls.__signature__ = inspect.Signature(params)
+
+    def __init__(self, *, accept_failures: bool = True, **kwargs: Any) -> None:
+        flower = {k: kwargs.pop(k) for k in FLOWER_FEDAVG_ARGS if k in kwargs}
+        self.core = make_core(self.core_type, kwargs, type(self).__name__)
+        self.accept_failures = accept_failures
+        self.state: Any = None
+        self.last_round = 0  # the last round aggregated
+        self.model_keys: list[str] = []
+        super().__init__(**flower)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.core!r})"
+
+    def summary(self) -> None:
+        log(INFO, "\t├──> %r (accept_failures=%s)", self.core, self.accept_failures)
+        super().summary()
+
+    # --------------------------------------------------------------- state
+    def reset(self, initial_arrays: ArrayRecord) -> None:
+        """The state before round 1, from the model ``initial_arrays``."""
+        model = initial_arrays.to_numpy_ndarrays()
+        self.model_keys = list(initial_arrays.keys())
+        self.core = self.core.for_model(model)
+        self.state = self.core.init(model)
+        self.last_round = 0
+
+    def broadcast_arrays(self) -> Arrays:
+        """What the nodes receive this round: ``core.arrays(state)``."""
+        if self.state is None:
+            raise RuntimeError(
+                f"{type(self).__name__}: no state yet; call start(initial_arrays=...) or "
+                "configure_train for round 1 first"
+            )
+        return self.core.arrays(self.state)
+
+    def as_model(self, model: Arrays) -> ArrayRecord:
+        """``model``'s arrays under the keys of ``start``'s initial model."""
+        if len(model) != len(self.model_keys):
+            return ArrayRecord(model)
+        return ArrayRecord({k: Array(np.asarray(a)) for k, a in zip(self.model_keys, model)})
+
+    def model_arrays(self) -> ArrayRecord:
+        """The model part of the state (``core.evaluated``) under the initial keys."""
+        return self.as_model(self.core.evaluated(self.broadcast_arrays())[0])
+
+    def diagnostics(self) -> dict[str, Any]:
+        """The core's diagnostics of the current state (what a recorder logs)."""
+        return self.core.diagnostics(self.state)
+
+    # --------------------------------------------------------------- rounds
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        """Flower's sampling and messages, carrying the broadcast and the core's keys;
+        in round 1 (or before any state) ``arrays`` is the initial model."""
+        if self.state is None or server_round == 1:
+            self.reset(arrays)
+        config = ConfigRecord({**config, **self.core.fit_config(self.state, server_round)})
+        return super().configure_train(
+            server_round, ArrayRecord(self.broadcast_arrays()), config, grid
+        )
+
+    def configure_evaluate(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        """Flower's, carrying the broadcast (as the legacy path evaluates it)."""
+        broadcast = arrays if self.state is None else ArrayRecord(self.broadcast_arrays())
+        return super().configure_evaluate(server_round, broadcast, config, grid)
+
+    def kept(self, server_round: int, pairs: list[tuple[Message, ClientReply]]) -> list:
+        """The replies the core aggregates (all; FedAvg(S) keeps its seeded subset)."""
+        return pairs
+
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        """The guard, the order, the elapsed rounds, ``core.aggregate``; the new model
+        (``None`` when it did not move) and Flower's metrics plus the diagnostics."""
+        valid, errors = self._check_and_log_replies(list(replies), is_train=True)
+        if errors and not self.accept_failures:
+            return None, None
+        pairs = ordered_replies(
+            valid,
+            type(self).__name__,
+            weighted_by_key=self.weighted_by_key,
+            needs_id=self.needs_partition_id,
+            required_metrics=self.required_metrics,
+            broadcast=self.broadcast_arrays(),
+            layout=self.reply_layout,
+        )
+        pairs = self.kept(server_round, pairs)
+        elapsed, self.last_round = server_round - self.last_round, server_round
+        out = self.core.aggregate(self.state, server_round, [r for _, r in pairs], elapsed)
+        self.state = out.state
+        metrics = MetricRecord()
+        if pairs:
+            contents = [m.content for m, _ in pairs]
+            metrics = self.train_metrics_aggr_fn(contents, self.weighted_by_key)
+        metrics = MetricRecord({**metrics, **metric_values(out.diagnostics)})
+        return (self.model_arrays() if out.aggregated else None), (metrics or None)
+
+    # --------------------------------------------------------------- evaluation
+    def evaluation_extras(self, server_round: int, evaluate_fn: EvaluateFn) -> dict[str, Any]:
+        """Metrics beside ``evaluate_fn``'s: the core's extras of the state (t, eta)."""
+        return metric_values(self.core.evaluated(self.broadcast_arrays())[1])
+
+    def start(
+        self,
+        grid: Grid,
+        initial_arrays: ArrayRecord,
+        num_rounds: int = 3,
+        timeout: float = 3600,
+        train_config: ConfigRecord | None = None,
+        evaluate_config: ConfigRecord | None = None,
+        evaluate_fn: EvaluateFn | None = None,
+    ) -> Result:
+        """Flower's ``start`` from the state of ``initial_arrays``; ``evaluate_fn`` sees
+        the model and its metrics gain :meth:`evaluation_extras`."""
+        self.reset(initial_arrays)
+        evaluate = None
+        if evaluate_fn is not None:
+
+            def evaluate(server_round: int, arrays: ArrayRecord) -> MetricRecord | None:
+                result = evaluate_fn(server_round, arrays)
+                if result is None:
+                    return None
+                return MetricRecord({**result, **self.evaluation_extras(server_round, evaluate_fn)})
+
+        return super().start(
+            grid, initial_arrays, num_rounds, timeout, train_config, evaluate_config, evaluate
+        )
