@@ -5,46 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
-from flwr.clientapp import ClientApp
+from flwr.app import ArrayRecord, ConfigRecord, Message, RecordDict
 from flwr.common.constant import ErrorCode
-from flwr.serverapp.strategy import FedAvg
 
 from fedram_flwr.engines.grid import NODE_ID_BASE, InProcessGrid, node_id_of
-
-EXAMPLES = (1, 1, 2)  # n_p: FedAvg's weights n_p / 4 are exact in binary
-STEPS = (1.0, 2.0, 3.0)  # d_p
-CALLS = "calls"
-
-
-def counting_app(fail: tuple[int, int] | None = None) -> ClientApp:
-    """Partition p returns x + k d_p in its k-th training call (k kept in
-    ``context.state``); with ``fail = (p, r)`` partition p raises in server round r, after
-    it has counted the call."""
-    app = ClientApp()
-
-    @app.train()
-    def train(msg: Message, context: Context) -> Message:
-        pid = int(context.node_config["partition-id"])
-        calls = context.state.get(CALLS, MetricRecord({CALLS: 0}))
-        k = int(calls[CALLS]) + 1
-        context.state[CALLS] = MetricRecord({CALLS: k})
-        server_round = int(msg.content["config"]["server-round"])
-        if fail == (pid, server_round):
-            raise RuntimeError(f"partition {pid} fails in round {server_round}")
-        (x,) = msg.content["arrays"].to_numpy_ndarrays()
-        msg.content["arrays"] = ArrayRecord([np.zeros_like(x)])  # the grid sends a copy
-        metrics = MetricRecord({"num-examples": EXAMPLES[pid], "partition-id": pid})
-        return Message(
-            RecordDict({"arrays": ArrayRecord([x + k * STEPS[pid]]), "metrics": metrics}),
-            reply_to=msg,
-        )
-
-    return app
-
-
-def fedavg() -> FedAvg:
-    return FedAvg(fraction_evaluate=0.0, min_available_nodes=3)
+from tests.helpers import CALLS, EXAMPLES, counting_app, message_fedavg
 
 
 def test_flower_fedavg_over_the_grid_gives_the_hand_computed_average() -> None:
@@ -52,7 +17,7 @@ def test_flower_fedavg_over_the_grid_gives_the_hand_computed_average() -> None:
     every round, its k-th call adds k d_p)."""
     rounds, x0 = 3, np.array([0.5, -1.0])
     grid = InProcessGrid(counting_app(), len(EXAMPLES))
-    result = fedavg().start(
+    result = message_fedavg(3).start(
         grid=grid, initial_arrays=ArrayRecord([x0]), num_rounds=rounds, train_config=ConfigRecord()
     )
     (final,) = result.arrays.to_numpy_ndarrays()
@@ -65,7 +30,7 @@ def test_a_client_error_is_a_flower_error_reply_and_leaves_its_context() -> None
     (D' = 3/2), its counter stays at 1, and round 3 is its second call."""
     grid = InProcessGrid(counting_app(fail=(2, 2)), len(EXAMPLES))
     x0 = np.zeros(1)
-    result = fedavg().start(grid=grid, initial_arrays=ArrayRecord([x0]), num_rounds=3)
+    result = message_fedavg(3).start(grid=grid, initial_arrays=ArrayRecord([x0]), num_rounds=3)
     (final,) = result.arrays.to_numpy_ndarrays()
     np.testing.assert_array_equal(final, x0 + 2.25 + 2 * 1.5 + (3 * 1 + 3 * 2 + 2 * 2 * 3) / 4)
     assert [int(c.state[CALLS][CALLS]) for c in grid.contexts.values()] == [3, 3, 2]
