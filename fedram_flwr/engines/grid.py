@@ -38,6 +38,11 @@ from flwr.supercore.task_identity import TaskIdentity
 NODE_ID_BASE = 1_000_000
 """Node id of partition p: ``NODE_ID_BASE + p``."""
 
+MAX_POLLS_WITHOUT_SENDING = 10
+"""``get_node_ids`` calls in a row without a message pushed after which the grid raises:
+a strategy waiting for more nodes (Flower's ``sample_nodes`` polls once a second, with
+no time limit) would wait for ever, as no node ever joins an in-process grid."""
+
 ClientAppFn = Callable[..., Message]
 """A ``ClientApp`` (or anything called as ``app(message=..., context=...)``)."""
 
@@ -92,6 +97,7 @@ class InProcessGrid(Grid):
         }
         self._replies: dict[str, Message] = {}
         self._sent = 0
+        self._polls = 0  # get_node_ids calls since the last push
         TaskIdentity.task_id = 0
         TaskIdentity.run_id = run_id
         TaskIdentity.node_id = SUPERLINK_NODE_ID
@@ -121,12 +127,25 @@ class InProcessGrid(Grid):
         return Message(content, dst_node_id, message_type, ttl=ttl, group_id=group_id)
 
     def get_node_ids(self) -> list[int]:
-        """Every node, in partition order (all of them are always connected)."""
+        """Every node, in partition order (all of them are always connected). Raises
+        after :data:`MAX_POLLS_WITHOUT_SENDING` calls with no message sent in between:
+        the strategy waits for nodes that will never come."""
+        self._polls += 1
+        if self._polls > MAX_POLLS_WITHOUT_SENDING:
+            k = len(self.contexts)
+            raise RuntimeError(
+                f"the strategy asked for the node ids {self._polls} times without sending "
+                f"a message: it waits for more nodes than this in-process grid has ({k}, "
+                "all connected from the start; no more will come). Set the strategy's "
+                f"min_available_nodes (Flower's FedAvg: 2 by default), min_train_nodes and "
+                f"min_evaluate_nodes to at most {k}"
+            )
         return list(self.contexts)
 
     def push_messages(self, messages: Iterable[Message]) -> list[str]:
         """Delivers each message to its node now, in order; the ids to pull replies."""
         ids = []
+        self._polls = 0
         for msg in messages:
             self._check(msg)
             msg_id = f"in-process-{self._sent}"

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord
+from flwr.common import ndarrays_to_parameters, parameters_to_ndarrays
 from flwr.serverapp.strategy import Strategy as MessageStrategy
 
 from fedram_flwr.config import Scenario
@@ -51,6 +52,15 @@ class MessageComponents:
 
 
 ComponentsFn = Callable[[Experiment], MessageComponents]
+
+
+def legacy_server_side(exp: Experiment) -> tuple[list[np.ndarray], ServerEvaluate]:
+    """The first broadcast and the server evaluation of ``exp``'s legacy strategy
+    (``Strategy.evaluate``: the model part of the arrays evaluated, the core's extras
+    beside), for a Message-API run whose rows must carry the legacy run's metrics."""
+    legacy = exp.strategy()
+    initial = parameters_to_ndarrays(legacy.initial_parameters)
+    return initial, lambda r, arrays: legacy.evaluate(r, ndarrays_to_parameters(arrays))
 
 
 def run_message_in_process(

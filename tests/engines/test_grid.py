@@ -7,8 +7,14 @@ import numpy as np
 import pytest
 from flwr.app import ArrayRecord, ConfigRecord, Message, RecordDict
 from flwr.common.constant import ErrorCode
+from flwr.serverapp.strategy import FedAvg as MessageFedAvg
+from flwr.serverapp.strategy import strategy_utils
 
-from fedram_flwr.engines.grid import NODE_ID_BASE, InProcessGrid, node_id_of
+from fedram_flwr.engines.grid import (
+    NODE_ID_BASE,
+    InProcessGrid,
+    node_id_of,
+)
 from tests.helpers import CALLS, EXAMPLES, counting_app, message_fedavg
 
 
@@ -83,3 +89,16 @@ def test_bad_messages_are_refused_with_what_to_do() -> None:
         grid.push_messages([Message(RecordDict(), 5, "train")])
     with pytest.raises(ValueError, match="num_partitions must be at least 1"):
         InProcessGrid(counting_app(), 0)
+
+
+def test_a_strategy_waiting_for_more_nodes_is_stopped_with_what_to_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Flower's FedAvg polls for nodes once a second for ever; the grid stops it (the
+    sleep is skipped here)."""
+    monkeypatch.setattr(strategy_utils, "sleep", lambda seconds: None)
+    grid = InProcessGrid(counting_app(), 1)
+    with pytest.raises(
+        RuntimeError, match=r"more nodes than this in-process grid has \(1,.*at most 1"
+    ):
+        MessageFedAvg().start(grid=grid, initial_arrays=ArrayRecord([np.zeros(1)]), num_rounds=1)

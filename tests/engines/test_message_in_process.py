@@ -13,7 +13,12 @@ from flwr.common.logger import FLOWER_LOGGER
 
 from fedram_flwr.availability import read_trace
 from fedram_flwr.config import Scenario
-from fedram_flwr.engines.message_in_process import MessageComponents, run_message_in_process
+from fedram_flwr.engines.in_process import run_in_process
+from fedram_flwr.engines.message_in_process import (
+    MessageComponents,
+    legacy_server_side,
+    run_message_in_process,
+)
 from fedram_flwr.experiment import Experiment
 from fedram_flwr.models import get_weights
 from tests.helpers import counting_app, final_arrays, message_fedavg
@@ -99,3 +104,14 @@ def test_a_run_that_raises_is_failed_and_restores_what_it_changed(
     status = status_of(tmp_path / "run")
     assert (status["status"], status["error"]) == ("failed", "ValueError: no aggregate in round 1")
     assert (torch.get_num_threads(), FLOWER_LOGGER.level) == (threads, level)
+
+
+def test_the_legacy_server_side_gives_the_legacy_runs_first_row(
+    tiny_scenario: Scenario, tmp_path: Path
+) -> None:
+    """Round 0 (before any training) evaluates the same first broadcast in both APIs."""
+    legacy = run_in_process(tiny_scenario, 0, tmp_path / "legacy").read_metrics()[0]
+    initial, evaluate = legacy_server_side(Experiment(tiny_scenario, 0))
+    loss, metrics = evaluate(0, initial)
+    assert {"loss": loss, **metrics} == {k: legacy[k] for k in ("loss", *metrics)}
+    assert "t" in metrics  # Fed-CVaR-Avg's t beside the model's metrics
