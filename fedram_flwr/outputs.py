@@ -10,7 +10,7 @@ import json
 import math
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -108,23 +108,22 @@ def estimator_errors(
     }
 
 
-class RecordingStrategy(Strategy):
-    """Wraps a strategy of ``fedram_flwr.strategies`` (``diagnostics()``); writes one
-    metrics row per round and finishes the run directory after the last round. Works in
-    every engine (it lives in the server).
+class RoundRecorder:
+    """Writes one metrics row per round in a run directory and finishes it after the
+    last round; the part of the recorders that does not depend on Flower's API (the
+    legacy :class:`RecordingStrategy`, the Message API's
+    :class:`~fedram_flwr.engines.message_recording.MessageRecordingStrategy`).
 
-    It reads what it logs of the algorithm from the strategy's ``diagnostics()``:
-    ``q`` (the last aggregation's weights over all clients, from strategies that weigh
-    clients individually) and ``availability`` (the estimates (pi_hat, lambda_hat)).
-    The recorder keeps each round's weights of the
-    participants and writes them as ``weights.npy`` after the last round. ``true_law``
-    (pi, lambda): the oracle's hidden law, read *by the recorder only* to log the
-    estimators' errors ``pi-error`` / ``lambda-error`` each round; the wrapped strategy
-    never sees it."""
+    It logs of the algorithm what its ``diagnostics()`` report: ``q`` (the last
+    aggregation's weights over all clients, from strategies that weigh clients
+    individually) and ``availability`` (the estimates (pi_hat, lambda_hat)). It keeps
+    each round's weights of the participants and writes them as ``weights.npy`` after
+    the last round. ``true_law`` (pi, lambda): the oracle's hidden law, read *by the
+    recorder only* to log the estimators' errors ``pi-error`` / ``lambda-error`` each
+    round; the strategy never sees it."""
 
     def __init__(
         self,
-        strategy: Strategy,
         run_dir: RunDirectory,
         *,
         num_rounds: int,
@@ -134,7 +133,6 @@ class RecordingStrategy(Strategy):
         summary_extra: dict[str, Any] | None = None,
         true_law: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> None:
-        self.strategy = strategy
         self.run_dir = run_dir
         self.num_rounds = num_rounds
         self.on_finish = on_finish
@@ -146,6 +144,104 @@ class RecordingStrategy(Strategy):
         self._row: dict[str, Any] = {}
         self._num_clients = 0  # known once an oracle has drawn a round
         self._t0 = self._t_round = time.monotonic()
+
+    def record_fit(
+        self,
+        server_round: int,
+        relayed: list[int],
+        failures: int,
+        metrics: Mapping[str, Any],
+        diagnostics: dict[str, Any],
+        aggregated: bool,
+    ) -> None:
+        """A round's training: the partitions whose update reached the strategy
+        (``relayed``, sorted), the number of failed replies, the aggregated metrics, the
+        strategy's diagnostics after aggregating, and whether it gave a new model."""
+        self._row.update(
+            {
+                "relayed": relayed,
+                "failures": failures,
+                # drawn but no update aggregated: error, timeout or lost connection
+                "failed": sorted(set(self._row.get("active", [])) - set(relayed)),
+                **{f"fit-{k}": v for k, v in metrics.items()},
+            }
+        )
+        q = diagnostics.get("q")
+        if isinstance(q, np.ndarray) and aggregated:
+            applied = np.zeros(q.size, np.float32)
+            applied[relayed] = q[relayed]  # q_k of those whose update was aggregated
+            self._weights[server_round] = applied
+        if self.true_law is not None:
+            self._row.update(estimator_errors(diagnostics, self.true_law))
+
+    def record_round(
+        self,
+        server_round: int,
+        result: tuple[float, dict[str, Scalar]] | None,
+        final_arrays: Callable[[], list[np.ndarray]],
+    ) -> None:
+        """The round's row, with the server's evaluation ``result`` (loss, metrics) if
+        any; after the last round ``final_arrays()`` (the model) and the run's files."""
+        row: dict[str, Any] = {"round": server_round, **self._row}
+        now = time.monotonic()
+        if server_round > 0:  # everything since the previous round's evaluation
+            row["round-seconds"] = now - self._t_round
+        self._t_round = now
+        if result is not None:
+            loss, metrics = result
+            row.update({"loss": loss, **metrics})
+        self._row = {}
+        self.run_dir.append_metrics(row)
+        self._progress(row)
+        if server_round == self.num_rounds:
+            np.savez(self.run_dir.path / "final_model.npz", *final_arrays())
+            rows = self.run_dir.read_metrics()
+            if self._num_clients:
+                active = availability_from_rows(rows, self._num_clients)
+                write_trace(self.run_dir.path / "availability.csv", active)
+            if self._weights:
+                self.write_weights()
+            summary = summarise(rows)
+            summary["wall-seconds"] = time.monotonic() - self._t0
+            summary.update(self.summary_extra)
+            self.run_dir.write("summary.json", json.dumps(summary, indent=2))
+            if self.on_finish is not None:
+                self.on_finish(self.run_dir, rows)
+            self.run_dir.set_status("complete", finished=time.time())
+
+    def write_weights(self) -> None:
+        """``weights.npy``: rounds 1..T x clients, zeros in rounds without aggregation."""
+        n = next(iter(self._weights.values())).size
+        out = np.zeros((self.num_rounds, n), np.float32)
+        for r, w in self._weights.items():
+            out[r - 1] = w
+        tmp = self.run_dir.path / f".{WEIGHTS_FILE}"
+        with tmp.open("wb") as fh:
+            np.save(fh, out)
+        tmp.replace(self.run_dir.path / WEIGHTS_FILE)
+
+    def _progress(self, row: dict[str, Any]) -> None:
+        r = row["round"]
+        if r % self.progress_every and r != self.num_rounds:
+            return
+        elapsed = time.monotonic() - self._t0
+        eta = elapsed / max(r, 1) * (self.num_rounds - r)
+        parts = [f"{self.label} round {r}/{self.num_rounds}"]
+        for key, name in (("accuracy", "acc"), ("rare-accuracy", "rare"), ("t", "t")):
+            if key in row:
+                parts.append(f"{name} {row[key]:.3f}")
+        parts.append(f"{elapsed:.0f}s elapsed, eta {eta:.0f}s")
+        print(" | ".join(parts), file=sys.stderr, flush=True)
+
+
+class RecordingStrategy(RoundRecorder, Strategy):
+    """Wraps a legacy strategy of ``fedram_flwr.strategies`` (``diagnostics()``) and
+    records every round (:class:`RoundRecorder`). Works in every engine (it lives in
+    the server)."""
+
+    def __init__(self, strategy: Strategy, run_dir: RunDirectory, **recorder: Any) -> None:
+        self.strategy = strategy
+        super().__init__(run_dir, **recorder)
 
     def __repr__(self) -> str:
         return f"Recording({self.strategy!r})"
@@ -174,23 +270,10 @@ class RecordingStrategy(Strategy):
     ) -> tuple[Parameters | None, dict[str, Scalar]]:
         params, metrics = self.strategy.aggregate_fit(server_round, results, failures)
         relayed = sorted(int(r.metrics[PARTITION_ID]) for _, r in results)
-        self._row.update(
-            {
-                "relayed": relayed,
-                "failures": len(failures),
-                # drawn but no update aggregated: error, timeout or lost connection
-                "failed": sorted(set(self._row.get("active", [])) - set(relayed)),
-                **{f"fit-{k}": v for k, v in metrics.items()},
-            }
-        )
         diagnostics = self.strategy.diagnostics()
-        q = diagnostics.get("q")
-        if isinstance(q, np.ndarray) and params is not None:
-            applied = np.zeros(q.size, np.float32)
-            applied[relayed] = q[relayed]  # q_k of those whose update was aggregated
-            self._weights[server_round] = applied
-        if self.true_law is not None:
-            self._row.update(estimator_errors(diagnostics, self.true_law))
+        self.record_fit(
+            server_round, relayed, len(failures), metrics, diagnostics, params is not None
+        )
         return params, metrics
 
     def configure_evaluate(
@@ -208,54 +291,5 @@ class RecordingStrategy(Strategy):
 
     def evaluate(self, server_round: int, parameters: Parameters):
         result = self.strategy.evaluate(server_round, parameters)
-        row: dict[str, Any] = {"round": server_round, **self._row}
-        now = time.monotonic()
-        if server_round > 0:  # everything since the previous round's evaluation
-            row["round-seconds"] = now - self._t_round
-        self._t_round = now
-        if result is not None:
-            loss, metrics = result
-            row.update({"loss": loss, **metrics})
-        self._row = {}
-        self.run_dir.append_metrics(row)
-        self._progress(row)
-        if server_round == self.num_rounds:
-            np.savez(self.run_dir.path / "final_model.npz", *parameters_to_ndarrays(parameters))
-            rows = self.run_dir.read_metrics()
-            if self._num_clients:
-                active = availability_from_rows(rows, self._num_clients)
-                write_trace(self.run_dir.path / "availability.csv", active)
-            if self._weights:
-                self.write_weights()
-            summary = summarise(rows)
-            summary["wall-seconds"] = time.monotonic() - self._t0
-            summary.update(self.summary_extra)
-            self.run_dir.write("summary.json", json.dumps(summary, indent=2))
-            if self.on_finish is not None:
-                self.on_finish(self.run_dir, rows)
-            self.run_dir.set_status("complete", finished=time.time())
+        self.record_round(server_round, result, lambda: parameters_to_ndarrays(parameters))
         return result
-
-    def write_weights(self) -> None:
-        """``weights.npy``: rounds 1..T x clients, zeros in rounds without aggregation."""
-        n = next(iter(self._weights.values())).size
-        out = np.zeros((self.num_rounds, n), np.float32)
-        for r, w in self._weights.items():
-            out[r - 1] = w
-        tmp = self.run_dir.path / f".{WEIGHTS_FILE}"
-        with tmp.open("wb") as fh:
-            np.save(fh, out)
-        tmp.replace(self.run_dir.path / WEIGHTS_FILE)
-
-    def _progress(self, row: dict[str, Any]) -> None:
-        r = row["round"]
-        if r % self.progress_every and r != self.num_rounds:
-            return
-        elapsed = time.monotonic() - self._t0
-        eta = elapsed / max(r, 1) * (self.num_rounds - r)
-        parts = [f"{self.label} round {r}/{self.num_rounds}"]
-        for key, name in (("accuracy", "acc"), ("rare-accuracy", "rare"), ("t", "t")):
-            if key in row:
-                parts.append(f"{name} {row[key]:.3f}")
-        parts.append(f"{elapsed:.0f}s elapsed, eta {eta:.0f}s")
-        print(" | ".join(parts), file=sys.stderr, flush=True)

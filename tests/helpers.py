@@ -19,14 +19,16 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
-from flwr.app import Error, Message, RecordDict
+from flwr.app import ArrayRecord, Error, Message, MetricRecord, RecordDict
 from flwr.client import NumPyClient
+from flwr.clientapp import ClientApp
 from flwr.common import (
     Context,
     GetPropertiesIns,
 )
 from flwr.server.client_proxy import ClientProxy
 from flwr.serverapp import Grid
+from flwr.serverapp.strategy import FedAvg as MessageFedAvg
 from flwr.supercore.task_identity import TaskIdentity
 from scipy.io import savemat
 
@@ -484,3 +486,41 @@ def server_identity(run_id: int = 1) -> Iterator[None]:
         yield
     finally:
         TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id = saved
+
+
+# A Message-API ClientApp with known updates, and Flower's own Message-API FedAvg over it.
+EXAMPLES = (1, 1, 2)  # n_p: FedAvg's weights n_p / 4 are exact in binary
+STEPS = (1.0, 2.0, 3.0)  # d_p
+CALLS = "calls"
+
+
+def counting_app(fail: tuple[int, int] | None = None) -> ClientApp:
+    """Partition p returns x + k d_p (every array x) in its k-th training call (k kept in
+    ``context.state``); with ``fail = (p, r)`` partition p raises in server round r, after
+    it has counted the call."""
+    app = ClientApp()
+
+    @app.train()
+    def train(msg: Message, context: Context) -> Message:
+        pid = int(context.node_config["partition-id"])
+        calls = context.state.get(CALLS, MetricRecord({CALLS: 0}))
+        k = int(calls[CALLS]) + 1
+        context.state[CALLS] = MetricRecord({CALLS: k})
+        server_round = int(msg.content["config"]["server-round"])
+        if fail == (pid, server_round):
+            raise RuntimeError(f"partition {pid} fails in round {server_round}")
+        arrays = msg.content["arrays"].to_numpy_ndarrays()
+        msg.content["arrays"] = ArrayRecord([np.zeros_like(x) for x in arrays])  # a copy
+        metrics = MetricRecord({"num-examples": EXAMPLES[pid], "partition-id": pid})
+        update = ArrayRecord([x + k * STEPS[pid] for x in arrays])
+        return Message(
+            RecordDict({"arrays": update, "metrics": metrics}),
+            reply_to=msg,
+        )
+
+    return app
+
+
+def message_fedavg(num_nodes: int) -> MessageFedAvg:
+    """Flower's unchanged Message-API FedAvg training every node, no federated evaluation."""
+    return MessageFedAvg(fraction_evaluate=0.0, min_available_nodes=num_nodes)

@@ -1,8 +1,10 @@
 """Engines that run one (scenario, seed) and record it in a run directory.
 
 ``in_process``: Flower's legacy server loop with the clients called in this process (no
-Ray, no network). ``flwr``: Flower's Simulation and Deployment Engines through ``flwr
-run .`` (a private SuperLink, and SuperNode processes in the Deployment Engine).
+Ray, no network); ``message_in_process``: the same for Flower's Message API (a strategy's
+``start`` over ``grid.InProcessGrid``, recorded by ``message_recording``). ``flwr``:
+Flower's Simulation and Deployment Engines through ``flwr run .`` (a private SuperLink,
+and SuperNode processes in the Deployment Engine).
 """
 
 from fedram_flwr.engines.flwr import (
@@ -14,12 +16,15 @@ from fedram_flwr.engines.flwr import (
     generate_tls_files,
     run_with_flwr,
 )
+from fedram_flwr.engines.grid import InProcessGrid
 from fedram_flwr.engines.in_process import (
     InProcessClientProxy,
     node_context,
     recording_strategy,
     run_in_process,
 )
+from fedram_flwr.engines.message_in_process import MessageComponents, run_message_in_process
+from fedram_flwr.engines.message_recording import MessageRecordingStrategy
 
 __all__ = [
     "DEPLOYMENT_LATENCY_ENV",
@@ -27,10 +32,14 @@ __all__ = [
     "Engine",
     "FlwrRunError",
     "InProcessClientProxy",
+    "InProcessGrid",
+    "MessageComponents",
+    "MessageRecordingStrategy",
     "TlsFiles",
     "generate_tls_files",
     "node_context",
     "recording_strategy",
     "run_in_process",
+    "run_message_in_process",
     "run_with_flwr",
 ]

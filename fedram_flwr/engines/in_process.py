@@ -16,8 +16,10 @@ from __future__ import annotations
 import logging
 import signal
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -102,10 +104,10 @@ def finish_run(exp: Experiment) -> Callable[[RunDirectory, list[dict]], None]:
     return finish
 
 
-def recording_strategy(exp: Experiment, run_dir: RunDirectory, label: str) -> RecordingStrategy:
-    return RecordingStrategy(
-        exp.strategy(),
-        run_dir,
+def recorder_settings(exp: Experiment, label: str) -> dict[str, Any]:
+    """The keyword arguments of :class:`~fedram_flwr.outputs.RoundRecorder` for ``exp``,
+    the same for the recorders of both Flower APIs."""
+    return dict(
         num_rounds=exp.scenario.rounds,
         on_finish=finish_run(exp),
         label=label,
@@ -115,6 +117,10 @@ def recording_strategy(exp: Experiment, run_dir: RunDirectory, label: str) -> Re
         },
         true_law=markov_law(exp),
     )
+
+
+def recording_strategy(exp: Experiment, run_dir: RunDirectory, label: str) -> RecordingStrategy:
+    return RecordingStrategy(exp.strategy(), run_dir, **recorder_settings(exp, label))
 
 
 def markov_law(exp: Experiment) -> tuple[np.ndarray, np.ndarray] | None:
@@ -127,17 +133,24 @@ def markov_law(exp: Experiment) -> tuple[np.ndarray, np.ndarray] | None:
 
 
 def run_in_process(
-    scenario: Scenario, seed: int, run_dir: str | Path, *, label: str = ""
+    scenario: Scenario,
+    seed: int,
+    run_dir: str | Path,
+    *,
+    label: str = "",
+    serve: Callable[[Experiment, RunDirectory, str], None] | None = None,
 ) -> RunDirectory:
     """Run one (scenario, seed) to completion; the run directory records it. Holds the
     folder's lock throughout (:class:`~fedram_flwr.rundir.RunDirectoryBusy` at once if
-    another run writes it); SIGTERM and SIGHUP, like Ctrl-C, end the run ``failed``."""
+    another run writes it); SIGTERM and SIGHUP, like Ctrl-C, end the run ``failed``.
+    ``serve(exp, run_dir, label)`` runs the rounds: Flower's legacy server loop unless
+    given (the Message API's: :mod:`fedram_flwr.engines.message_in_process`)."""
     out = RunDirectory(run_dir)
     with out.lock(), signals_raise(signal.SIGTERM, signal.SIGHUP):
         exp = Experiment(scenario, seed)
         out.start(scenario.to_dict(), seed, engine="in-process")
         try:
-            _serve(exp, out, label)
+            (serve or _serve)(exp, out, label)
         except BaseException as err:
             out.set_status(
                 "failed", error=f"{type(err).__name__}: {err}", traceback=traceback.format_exc()
@@ -161,13 +174,21 @@ def _serve(exp: Experiment, out: RunDirectory, label: str) -> None:
         client_manager=manager, strategy=recording_strategy(exp, out, label)
     )
     server.set_max_workers(1)
+    with quiet_single_threaded():
+        server.fit(num_rounds=scenario.rounds, timeout=None)
+    if out.status() != "complete":
+        raise RuntimeError("the server loop ended before the last round was recorded")
+
+
+@contextmanager
+def quiet_single_threaded() -> Iterator[None]:
+    """Flower's logger at WARNING (our progress lines replace its lines per round) and
+    torch on one intra-op thread, both restored after."""
     level, threads = flwr_logger.level, torch.get_num_threads()
-    flwr_logger.setLevel(logging.WARNING)  # our progress lines replace Flower's per round
+    flwr_logger.setLevel(logging.WARNING)
     torch.set_num_threads(1)
     try:
-        server.fit(num_rounds=scenario.rounds, timeout=None)
+        yield
     finally:
         flwr_logger.setLevel(level)
         torch.set_num_threads(threads)
-    if out.status() != "complete":
-        raise RuntimeError("the server loop ended before the last round was recorded")
