@@ -141,11 +141,16 @@ class OracleClientManager(ClientManager):
     ) -> list[ClientProxy]:
         """Relay the oracle's clients of the asking call's round (``num_clients``
         ignored): training and evaluation of round r both get ``draw(r)``; called
-        outside a strategy method, the next round after the last one. A round in which
-        no client is available relays nobody, and says so: the engines' server then
-        aggregates no replies (FedAR and MIFA step from memory, the other algorithms
-        keep the model)."""
+        outside a strategy method, the next round after the last one. In round 0
+        (Flower's ``Server`` asking one client for the initial parameters, when the
+        strategy has none) every client is relayed, in partition-id order, and no law
+        is drawn. A round in which no client is available relays nobody, and says so:
+        the engines' server then aggregates no replies (FedAR and MIFA step from memory,
+        the other algorithms keep the model)."""
         asked = asking_round()
+        if asked is not None and asked < 1:  # Flower's Server asks for initial parameters
+            self._resolve_partitions()
+            return [self._by_partition[p] for p in sorted(self._by_partition)]
         self.round = self.round + 1 if asked is None else asked
         self._resolve_partitions()
         self.last_active = self.draw(self.round)
