@@ -23,7 +23,11 @@ wraps any such strategy, unchanged, in :class:`AvailabilityStrategy`:
   available nodes padded with stand-in ids up to its ``min_available_nodes``,
   ``min_train_nodes`` and ``min_evaluate_nodes`` (where it has them), so Flower's
   unbounded wait in ``sample_nodes`` cannot be reached; a strategy that still polls
-  the view more than :data:`MAX_POLLS` times in one call gets an error.
+  the view more than :data:`MAX_POLLS` times in one call gets an error. A strategy
+  whose class sets ``picks_among_available = True`` (the project's: CA-Fed's
+  exclusions, RC-FL's draws by p_i) instead sees exactly the available nodes, with
+  their partition ids in the view's ``partition_of``, and its messages go where it
+  addresses them, which must be available nodes.
 - **Empty rounds** (nobody available) send nothing; the strategy's ``aggregate_train``
   gets no replies (Flower's FedAvg family returns no arrays: ``start`` keeps the model)
   and the loop goes on.
@@ -44,15 +48,7 @@ from collections.abc import Callable, Iterable
 from logging import INFO, WARNING
 from typing import Any
 
-from flwr.app import (
-    ArrayRecord,
-    ConfigRecord,
-    Context,
-    Message,
-    MessageType,
-    MetricRecord,
-    RecordDict,
-)
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.common.logger import log
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
@@ -92,12 +88,16 @@ def partition_id_query(msg: Message, context: Context) -> Message:
 # ------------------------------------------------------------------- server side
 class RoundView(Grid):
     """The grid as a wrapped strategy sees it in one configure call: ``get_node_ids()``
-    are the given ids (the round's available nodes and stand-ins); everything else is
-    the real grid's. More than :data:`MAX_POLLS` calls of ``get_node_ids()`` (a strategy
-    waiting for more nodes than it is shown) raise :class:`AvailabilityError`."""
+    are the given ids (the round's available nodes, then stand-ins), ``partition_of``
+    maps the available ones to partition ids, the rest is the real grid's. More than
+    :data:`MAX_POLLS` ``get_node_ids()`` calls (a strategy waiting for more nodes than
+    it is shown) raise :class:`AvailabilityError`."""
 
-    def __init__(self, grid: Grid, node_ids: list[int], strategy_name: str) -> None:
+    def __init__(
+        self, grid: Grid, node_ids: list[int], strategy_name: str, partition_of: dict[int, int]
+    ) -> None:
         self.grid, self.node_ids, self.strategy_name = grid, node_ids, strategy_name
+        self.partition_of = partition_of  # node id -> partition id, available nodes only
         self.polls = 0
 
     def get_node_ids(self) -> Iterable[int]:
@@ -127,10 +127,8 @@ class RoundView(Grid):
     def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
         return self.grid.pull_messages(message_ids)
 
-    def send_and_receive(
-        self, messages: Iterable[Message], *, timeout: float | None = None
-    ) -> Iterable[Message]:
-        return self.grid.send_and_receive(messages, timeout=timeout)
+    def send_and_receive(self, messages: Iterable[Message], **kwargs: Any) -> Iterable[Message]:
+        return self.grid.send_and_receive(messages, **kwargs)
 
 
 def minimum_sizes(strategy: Strategy) -> list[int]:
@@ -154,20 +152,17 @@ def readdress(messages: list[Message], nodes: list[int]) -> list[Message]:
     if not messages:
         return []
     by_node = {m.metadata.dst_node_id: m for m in messages}
-    out = []
-    for node in nodes:
-        template = by_node.get(node, messages[0])
-        meta = template.metadata
-        out.append(
-            Message(
-                content=template.content,
-                dst_node_id=node,
-                message_type=meta.message_type,
-                ttl=meta.ttl,
-                group_id=meta.group_id or None,
-            )
+    metas = [(node, by_node.get(node, messages[0])) for node in nodes]
+    return [
+        Message(
+            m.content,
+            dst_node_id=node,
+            message_type=m.metadata.message_type,
+            ttl=m.metadata.ttl,
+            group_id=m.metadata.group_id or None,
         )
-    return out
+        for node, m in metas
+    ]
 
 
 class AvailabilityStrategy(Strategy):
@@ -225,14 +220,10 @@ class AvailabilityStrategy(Strategy):
         """The strategy's evaluation messages, sent to the same nodes as its training."""
         return self._relay(self.strategy.configure_evaluate, server_round, arrays, config, grid)
 
-    def aggregate_train(
-        self, server_round: int, replies: Iterable[Message]
-    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+    def aggregate_train(self, server_round: int, replies: Iterable[Message]) -> Any:
         return self.strategy.aggregate_train(server_round, replies)
 
-    def aggregate_evaluate(
-        self, server_round: int, replies: Iterable[Message]
-    ) -> MetricRecord | None:
+    def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> Any:
         return self.strategy.aggregate_evaluate(server_round, replies)
 
     # ----------------------------------------------------------- availability
@@ -278,13 +269,25 @@ class AvailabilityStrategy(Strategy):
     ) -> list[Message]:
         """``configure`` run on the round's view of the grid, its messages readdressed
         to the round's available nodes."""
-        nodes = self.available_nodes(server_round, grid)
-        need = max([len(nodes), *minimum_sizes(self.strategy)])
+        nodes, name = self.available_nodes(server_round, grid), type(self.strategy).__name__
+        picks = getattr(self.strategy, "picks_among_available", False) is True
+        need = len(nodes) if picks else max([len(nodes), *minimum_sizes(self.strategy)])
         taken = set(nodes) | set(self.partition_of)
         free_ids = (i for i in itertools.count(1) if i not in taken)
         stand_ins = list(itertools.islice(free_ids, need - len(nodes)))
-        view = RoundView(grid, nodes + stand_ins, type(self.strategy).__name__)
-        messages = readdress(list(configure(server_round, arrays, config, view)), nodes)
+        partition_of = {n: self.partition_of[n] for n in nodes}
+        view = RoundView(grid, nodes + stand_ins, name, partition_of)
+        messages = list(configure(server_round, arrays, config, view))
+        if picks:
+            stray = sorted({m.metadata.dst_node_id for m in messages} - set(nodes))
+            if stray:
+                raise AvailabilityError(
+                    f"{name} addressed nodes {stray}, not available in round {server_round} "
+                    f"(available: {nodes}); a strategy with picks_among_available picks "
+                    "among grid.get_node_ids() only"
+                )
+        else:
+            messages = readdress(messages, nodes)
         if messages:  # the strategy's own "Sampled n nodes" log line counted stand-ins
             log(INFO, "availability: sending to the %d available nodes", len(messages))
         return messages

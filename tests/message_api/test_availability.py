@@ -83,6 +83,7 @@ class StubGrid(Grid):
             for n, cfg in node_configs.items()
         }
         self.sent: list[tuple[str, int | None, int]] = []
+        self.silent: set[int] = set()  # nodes whose replies never come (timeout)
 
     def get_node_ids(self) -> Iterable[int]:
         return list(self.contexts)
@@ -95,6 +96,8 @@ class StubGrid(Grid):
             config = msg.content.config_records.get("config", ConfigRecord())
             node = msg.metadata.dst_node_id
             self.sent.append((msg.metadata.message_type, config.get("server-round"), node))
+            if node in self.silent:
+                continue
             try:
                 replies.append(self.app(msg, self.contexts[node]))
             except Exception as err:  # noqa: BLE001 - as Flower's engines: an error reply
@@ -265,7 +268,7 @@ def test_duplicate_or_out_of_range_partition_ids_are_errors() -> None:
 def test_the_round_view_stops_a_strategy_that_keeps_polling() -> None:
     """A strategy waiting for more nodes than the round has (e.g. fraction_train > 1)
     polls get_node_ids(): the view raises instead of letting it wait forever."""
-    view = RoundView(grid_of(2), [5, 6], "Greedy")
+    view = RoundView(grid_of(2), [5, 6], "Greedy", {5: 0})
     for _ in range(MAX_POLLS):
         assert list(view.get_node_ids()) == [5, 6]
     with pytest.raises(AvailabilityError, match="Greedy polled get_node_ids.. 17 times"):
@@ -275,3 +278,59 @@ def test_the_round_view_stops_a_strategy_that_keeps_polling() -> None:
 def test_settings_are_checked() -> None:
     with pytest.raises(ValueError, match="query_timeout: -1 must be a number of seconds"):
         with_availability(FedAvg(), oracles()["ram"], query_timeout=-1)
+
+
+class EvenPartitions(FedAvg):
+    """A strategy that picks among the available nodes itself (as the project's
+    CA-Fed does): the even partition ids, read from the round view."""
+
+    picks_among_available = True
+
+    def configure_train(self, server_round, arrays, config, grid):
+        nodes = [n for n in grid.get_node_ids() if grid.partition_of[n] % 2 == 0]
+        record = RecordDict(
+            {"arrays": arrays, "config": ConfigRecord({"server-round": server_round})}
+        )
+        return [Message(record, dst_node_id=n, message_type=MessageType.TRAIN) for n in nodes]
+
+
+def test_a_strategy_that_picks_among_available_nodes_keeps_its_choice() -> None:
+    oracle, grid = oracles()["bernoulli"], grid_of(K)
+    wrapped, _ = run(EvenPartitions(fraction_evaluate=0.0), oracle, grid, 6)
+    pid_of = {node_id(p): p for p in range(K)}
+    for r in range(1, 7):
+        sent = [pid_of[n] for n in grid.nodes_of(MessageType.TRAIN, r)]
+        assert sent == [p for p in oracles()["bernoulli"].draw(r) if p % 2 == 0]
+    assert any(p % 2 for ids in wrapped.relayed.values() for p in ids)
+
+
+def test_a_strategy_that_picks_unavailable_nodes_is_an_error() -> None:
+    class Everyone(EvenPartitions):
+        def configure_train(self, server_round, arrays, config, grid):
+            return [
+                Message(RecordDict(), dst_node_id=n, message_type=MessageType.TRAIN)
+                for n in grid.grid.get_node_ids()
+            ]
+
+    trace = np.array([[1, 0, 0, 0, 0]], dtype=bool)
+    with pytest.raises(
+        AvailabilityError, match=r"Everyone addressed nodes .* not available in round 1"
+    ):
+        run(Everyone(), TraceClientManager(trace, seed=0), grid_of(K), 1)
+
+
+def test_silent_nodes_stop_the_first_round_or_are_asked_again_when_connected() -> None:
+    grid = grid_of(3)
+    grid.silent = {node_id(2)}
+    with pytest.raises(AvailabilityError) as err:
+        run(FedAvg(), RandomAccessClientManager([0.5, 0.3, 0.2], seed=0), grid, 1, query_timeout=2)
+    assert (
+        f"expected answers to the partition-id query from 3 nodes, saw 2 within 2 s "
+        f"(silent: [{node_id(2)}]); raise query_timeout"
+    ) in str(err.value)
+    wrapped = with_availability(FedAvg(), ConnectedClientManager(3, seed=0, min_clients=3))
+    arrays = ArrayRecord([np.zeros(1)])
+    wrapped.configure_train(1, arrays, ConfigRecord(), grid)
+    grid.silent = set()
+    wrapped.configure_train(2, arrays, ConfigRecord(), grid)
+    assert wrapped.relayed == {1: [0, 1], 2: [0, 1, 2]}
