@@ -171,8 +171,8 @@ class AvailabilityStrategy(Strategy):
     docstring). Attributes not defined here are the wrapped strategy's.
 
     Settings: ``wait_timeout`` (s; default the oracle's): how long the first round
-    waits for the nodes the oracle needs; ``query_timeout`` (s; default
-    ``wait_timeout``): how long the partition-id query waits for answers;
+    waits for the nodes the oracle needs; ``query_timeout`` (s, > 0; default the
+    oracle's ``wait_timeout``): how long the partition-id query waits for answers;
     ``poll_interval`` (s): between two looks at the grid while waiting.
     ``relayed[r]``: the partition ids round r relayed."""
 
@@ -187,12 +187,13 @@ class AvailabilityStrategy(Strategy):
     ) -> None:
         self.strategy, self.oracle = strategy, oracle
         self.wait_timeout = oracle.wait_timeout if wait_timeout is None else wait_timeout
-        self.query_timeout = self.wait_timeout if query_timeout is None else query_timeout
+        self.query_timeout = oracle.wait_timeout if query_timeout is None else query_timeout
         self.poll_interval = poll_interval
-        for name in ("wait_timeout", "query_timeout", "poll_interval"):
+        for name, least in (("wait_timeout", 0), ("query_timeout", 1e-9), ("poll_interval", 0)):
             value = getattr(self, name)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"{name}: {value!r} must be a number of seconds >= 0")
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or value < least:
+                sign = ">=" if least == 0 else ">"
+                raise ValueError(f"{name}: {value!r} must be a number of seconds {sign} 0")
         self.partition_of: dict[int, int] = {}  # node id -> partition id
         self.relayed: dict[int, list[int]] = {}  # round -> partition ids relayed
         self._round: tuple[int, list[int]] | None = None  # (round, its node ids)

@@ -276,8 +276,10 @@ def test_the_round_view_stops_a_strategy_that_keeps_polling() -> None:
 
 
 def test_settings_are_checked() -> None:
-    with pytest.raises(ValueError, match="query_timeout: -1 must be a number of seconds"):
-        with_availability(FedAvg(), oracles()["ram"], query_timeout=-1)
+    with pytest.raises(ValueError, match="query_timeout: 0 must be a number of seconds > 0"):
+        with_availability(FedAvg(), oracles()["ram"], query_timeout=0)
+    with pytest.raises(ValueError, match="wait_timeout: -1 must be a number of seconds >= 0"):
+        with_availability(FedAvg(), oracles()["ram"], wait_timeout=-1)
 
 
 class EvenPartitions(FedAvg):
