@@ -32,6 +32,7 @@ from fedram_flwr.availability import (
     read_trace,
 )
 from fedram_flwr.engines import InProcessClientProxy, node_context
+from fedram_flwr.engines.server import StrategyEveryRound
 from tests.helpers import client_fn, register_clients
 
 
@@ -102,17 +103,19 @@ class RecordingProxy(ClientProxy):
         raise NotImplementedError
 
 
-def test_stock_server_and_default_fedavg_see_one_markov_draw_per_round() -> None:
-    """Flower's own Server and FedAvg with its defaults (fraction_evaluate = 1.0:
-    federated evaluation samples the oracle a second time per round, and no initial
-    parameters: round 0 samples once more): fit and evaluate of round r both reach
-    exactly draw(r) of an independent replica of the chain, which steps once per round."""
+@pytest.mark.parametrize("server", [Server, StrategyEveryRound])
+def test_flower_servers_and_default_fedavg_see_one_markov_draw_per_round(server) -> None:
+    """Flower's own Server (and the engines' one) and FedAvg with its defaults
+    (fraction_evaluate = 1.0: federated evaluation samples the oracle a second time per
+    round; no initial parameters: round 0 samples once more): fit and evaluate of round
+    r both reach exactly draw(r) of an independent replica of the chain, which steps
+    once per round."""
     pi, lam, rounds = [0.9, 0.6, 0.5, 0.3], [0.5, 0.2, 0.0, 0.7], 12
     oracle = MarkovClientManager(pi, lam, seed=3, wait_timeout=5)
     calls: list = []
     for pid in reversed(range(4)):
         oracle.register(RecordingProxy(f"node{97 * pid + 5}", pid, calls))
-    Server(client_manager=oracle, strategy=FedAvg()).fit(num_rounds=rounds, timeout=None)
+    server(client_manager=oracle, strategy=FedAvg()).fit(num_rounds=rounds, timeout=None)
     replica = MarkovClientManager(pi, lam, seed=3)  # a fresh chain: the law, asked in order
     expected = {r: replica.draw(r) for r in range(1, rounds + 1)}
     assert [c for c in calls if c[0] == "init"] == [("init", 0, 0)]
