@@ -117,7 +117,7 @@ class ConnectedClientManager(OracleClientManager):
 
     def _resolve_partitions(self) -> None:
         """Learn the partition ids of newly connected clients (no wait after round 1)."""
-        if self.round == 1 and not self.wait_for(self.min_clients, int(self.wait_timeout)):
+        if self.round <= 1 and not self.wait_for(self.min_clients, int(self.wait_timeout)):
             raise AvailabilityError(
                 f"only {self.num_available()} clients connected within {self.wait_timeout:.0f}"
                 f" s; availability.params.min_clients is {self.min_clients}"

@@ -7,10 +7,22 @@ of (seed, round) for every oracle but ``connected``). Oracles know clients by
 name nodes by random node ids). Strategies never see the oracle's parameters (e.g.
 rho, p_k, pi_k, lambda_k): only ``hidden_law()`` gives them, to plots, the recorder and
 scenarios that run a strategy "oracle-informed".
+
+Keyed on the server round: ``sample()`` relays the draw of the round the asking strategy
+call is for. Flower's legacy ``Server`` (the stock one and the engines'
+``StrategyEveryRound`` alike) calls ``strategy.configure_fit(server_round=...)`` and
+``strategy.configure_evaluate(server_round=...)`` by keyword, so every legacy strategy's
+call that reaches ``sample()`` has a ``server_round`` argument: :func:`asking_round`
+reads it from the calling frames. Fit and federated evaluation of one round therefore
+see the same draw, and a Markov chain steps once per round, whatever the strategy's
+``fraction_evaluate`` (Flower's default is 1.0) and with no change to the user's server
+or strategy. Only a call made outside any strategy method (a test, a script) advances a
+counter instead, one round per call.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from abc import abstractmethod
@@ -32,9 +44,26 @@ class AvailabilityError(RuntimeError):
     """The oracle cannot relay: too few clients connected, or unknown partition ids."""
 
 
+def asking_round(max_depth: int = 64) -> int | None:
+    """The ``server_round`` argument of the nearest caller that has one (the strategy's
+    ``configure_fit`` / ``configure_evaluate``, or a helper it passes the round to), or
+    None when no caller within ``max_depth`` frames has such an argument."""
+    frame = sys._getframe(1)
+    for _ in range(max_depth):
+        if frame is None:
+            return None
+        code = frame.f_code
+        if "server_round" in code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]:
+            value = frame.f_locals.get("server_round")
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+        frame = frame.f_back
+    return None
+
+
 class OracleClientManager(ClientManager):
-    """Base of every oracle: registry of proxies by partition id, bounded waits, and a
-    round counter that advances once per ``sample`` call (one per server round).
+    """Base of every oracle: registry of proxies by partition id, bounded waits, and the
+    round ``sample`` relays for (the asking strategy call's ``server_round``).
 
     A subclass defines ``draw`` (its law) and ``hidden_law`` (that law's parameters)."""
 
@@ -44,7 +73,7 @@ class OracleClientManager(ClientManager):
         self.num_clients = num_clients
         self.seed = seed
         self.wait_timeout = wait_timeout
-        self.round = 0
+        self.round = 0  # the round of the last ``sample`` call
         self.last_active: list[int] = []  # partition ids drawn in ``self.round``
         self._clients: dict[str, ClientProxy] = {}
         self._by_partition: dict[int, ClientProxy] = {}
@@ -110,11 +139,19 @@ class OracleClientManager(ClientManager):
         min_num_clients: int | None = None,
         criterion: Criterion | None = None,
     ) -> list[ClientProxy]:
-        """Advance one round and relay the oracle's clients (``num_clients`` ignored).
-        A round in which no client is available relays nobody, and says so: the engines'
-        server then aggregates no replies (FedAR and MIFA step from memory, the other
-        algorithms keep the model)."""
-        self.round += 1
+        """Relay the oracle's clients of the asking call's round (``num_clients``
+        ignored): training and evaluation of round r both get ``draw(r)``; called
+        outside a strategy method, the next round after the last one. In round 0
+        (Flower's ``Server`` asking one client for the initial parameters, when the
+        strategy has none) every client is relayed, in partition-id order, and no law
+        is drawn. A round in which no client is available relays nobody, and says so:
+        the engines' server then aggregates no replies (FedAR and MIFA step from memory,
+        the other algorithms keep the model)."""
+        asked = asking_round()
+        if asked is not None and asked < 1:  # Flower's Server asks for initial parameters
+            self._resolve_partitions()
+            return [self._by_partition[p] for p in sorted(self._by_partition)]
+        self.round = self.round + 1 if asked is None else asked
         self._resolve_partitions()
         self.last_active = self.draw(self.round)
         if not self.last_active:

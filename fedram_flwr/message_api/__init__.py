@@ -1,4 +1,5 @@
-"""Flower's Message API (``flwr.serverapp.strategy``): every algorithm as a strategy."""
+"""Flower's Message API (``flwr.serverapp``): availability for any strategy, every
+algorithm as a strategy, and the client side of the contract."""
 
 from fedram_flwr.message_api.algorithms import (
     AFL,
@@ -19,11 +20,17 @@ from fedram_flwr.message_api.algorithms import (
     Scaffold,
     Unbiased,
 )
+from fedram_flwr.message_api.availability import (
+    AvailabilityStrategy,
+    partition_id_query,
+    with_availability,
+)
 from fedram_flwr.message_api.strategy import CoreMessageStrategy, ordered_replies
 
 __all__ = [
     "AFL",
     "AdaFed",
+    "AvailabilityStrategy",
     "CAFed",
     "CoreMessageStrategy",
     "F3AST",
@@ -41,4 +48,6 @@ __all__ = [
     "Scaffold",
     "Unbiased",
     "ordered_replies",
+    "partition_id_query",
+    "with_availability",
 ]

@@ -1,0 +1,407 @@
+"""Availability for any Message-API strategy: only the nodes an oracle makes available in a
+server round train and evaluate in it.
+
+Flower 1.39's Message API has no availability model and no sampling hook: ``FedAvg``
+(and every strategy built on it: FedProx, FedAdam, QFedAvg, ...) picks nodes in
+``configure_train`` / ``configure_evaluate`` with ``strategy_utils.sample_nodes``, which
+polls ``grid.get_node_ids()`` with no time limit until ``min_available_nodes`` are
+connected, then draws with the unseeded ``random.sample``. :func:`with_availability`
+wraps any such strategy, unchanged, in :class:`AvailabilityStrategy`:
+
+- **Keyed on the server round.** Round r relays ``oracle.draw(r)`` (the oracle's law,
+  a pure function of (seed, r), :mod:`fedram_flwr.availability`); training and
+  evaluation of round r get the same nodes, only the round number advances the law,
+  a restarted run replays the same draws. For the ``connected`` oracle "available"
+  means: the grid's connected nodes when round r's training is configured (or
+  ``clients_per_round`` of them drawn by (seed, r)); not replayable, by nature.
+- **The server cannot pick.** The wrapped strategy decides *what* is sent (its
+  messages' content and type), the oracle decides *to whom*: every available node,
+  in partition-id order, whatever the strategy's fractions and minimum sizes. A
+  strategy that configures nothing (``fraction_train`` or ``fraction_evaluate`` = 0)
+  skips that phase; any other fraction means "the available set". To that end the
+  strategy configures with a view of the grid whose ``get_node_ids()`` are the
+  available nodes padded with stand-in ids up to its ``min_available_nodes``,
+  ``min_train_nodes`` and ``min_evaluate_nodes`` (where it has them), so Flower's
+  unbounded wait in ``sample_nodes`` cannot be reached; a strategy that still polls
+  the view more than :data:`MAX_POLLS` times in one call gets an error. A strategy
+  whose class sets ``picks_among_available = True`` (the project's: CA-Fed's
+  exclusions, RC-FL's draws by p_i) instead sees exactly the available nodes, with
+  their partition ids in the view's ``partition_of``, and its messages go where it
+  addresses them, which must be available nodes.
+- **Empty rounds** (nobody available) send nothing; the strategy's ``aggregate_train``
+  gets no replies (Flower's FedAvg family returns no arrays: ``start`` keeps the model)
+  and the loop goes on.
+- **The partition-id contract.** Oracles know clients by partition id; Flower names
+  nodes by random node ids. The node id -> partition id map is learned once (for
+  ``connected``: for each newly connected node) with a ``"query.partition_id"``
+  message that :func:`partition_id_query`, registered in the user's ClientApp, answers
+  from ``context.node_config["partition-id"]``. Every wait is bounded
+  (``wait_timeout``, ``query_timeout``) and its error says what was expected, what was
+  seen and which setting to change.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Iterable
+from logging import INFO, WARNING
+from typing import Any
+
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MessageType, RecordDict
+from flwr.common.logger import log
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy import Strategy
+
+from fedram_flwr.availability.connected import ConnectedClientManager
+from fedram_flwr.availability.laws import connected_sample
+from fedram_flwr.availability.manager import AvailabilityError, OracleClientManager
+from fedram_flwr.protocol import PARTITION_ID
+
+PARTITION_ACTION = "partition_id"
+PARTITION_QUERY = f"{MessageType.QUERY}.{PARTITION_ACTION}"  # the query's message type
+PARTITION_RECORD = "partition"  # the reply's ConfigRecord
+NODE_CONFIG_KEYS = "node-config-keys"  # in the reply when partition-id is missing
+MAX_POLLS = 16  # get_node_ids() calls one configure call may make on the round's view
+HANDLER_HINT = (
+    "register the handler in the ClientApp: "
+    f'app.query("{PARTITION_ACTION}")(partition_id_query), with '
+    "from fedram_flwr.message_api.availability import partition_id_query"
+)
+
+
+# ------------------------------------------------------------------- client side
+def partition_id_query(msg: Message, context: Context) -> Message:
+    """Client side of the partition-id contract: answer the server's
+    ``"query.partition_id"`` message with ``ConfigRecord({"partition-id": K})`` from
+    ``context.node_config`` (set by the Simulation Engine, and by ``flower-supernode
+    --node-config "partition-id=K num-partitions=N"``). A node without it answers with
+    the keys it has, and the server stops with an error that says what to add."""
+    config = context.node_config
+    if PARTITION_ID in config:
+        record = ConfigRecord({PARTITION_ID: config[PARTITION_ID]})
+    else:
+        record = ConfigRecord({NODE_CONFIG_KEYS: ", ".join(sorted(config))})
+    return Message(RecordDict({PARTITION_RECORD: record}), reply_to=msg)
+
+
+# ------------------------------------------------------------------- server side
+class RoundView(Grid):
+    """The grid as a wrapped strategy sees it in one configure call: ``get_node_ids()``
+    are the given ids (the round's available nodes, then stand-ins), ``partition_of``
+    maps the available ones to partition ids, the rest is the real grid's. More than
+    :data:`MAX_POLLS` ``get_node_ids()`` calls (a strategy waiting for more nodes than
+    it is shown) raise :class:`AvailabilityError`."""
+
+    def __init__(
+        self, grid: Grid, node_ids: list[int], strategy_name: str, partition_of: dict[int, int]
+    ) -> None:
+        self.grid, self.node_ids, self.strategy_name = grid, node_ids, strategy_name
+        self.partition_of = partition_of  # node id -> partition id, available nodes only
+        self.polls = 0
+
+    def get_node_ids(self) -> Iterable[int]:
+        self.polls += 1
+        if self.polls > MAX_POLLS:
+            raise AvailabilityError(
+                f"{self.strategy_name} polled get_node_ids() {self.polls} times in one "
+                f"configure call: it waits for more than the {len(self.node_ids)} nodes it "
+                "is shown; lower its min_available_nodes / min_train_nodes / "
+                "min_evaluate_nodes or fractions (fractions above 1 never suffice)"
+            )
+        return list(self.node_ids)
+
+    def set_run(self, run: Any) -> None:
+        self.grid.set_run(run)
+
+    @property
+    def run(self) -> Any:
+        return self.grid.run
+
+    def create_message(self, *args: Any, **kwargs: Any) -> Message:
+        return self.grid.create_message(*args, **kwargs)
+
+    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
+        return self.grid.push_messages(messages)
+
+    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
+        return self.grid.pull_messages(message_ids)
+
+    def send_and_receive(self, messages: Iterable[Message], **kwargs: Any) -> Iterable[Message]:
+        return self.grid.send_and_receive(messages, **kwargs)
+
+
+def minimum_sizes(strategy: Strategy) -> list[int]:
+    """The minimum node counts a strategy (or the strategies it wraps, through their
+    ``strategy`` attribute, as Flower's DP wrappers do) waits for."""
+    sizes, seen = [], set()
+    while strategy is not None and id(strategy) not in seen:
+        seen.add(id(strategy))
+        for name in ("min_available_nodes", "min_train_nodes", "min_evaluate_nodes"):
+            value = getattr(strategy, name, None)
+            if isinstance(value, int) and not isinstance(value, bool):
+                sizes.append(value)
+        strategy = getattr(strategy, "strategy", None)
+    return sizes
+
+
+def readdress(messages: list[Message], nodes: list[int]) -> list[Message]:
+    """The strategy's messages sent to ``nodes`` instead: each node gets the content and
+    type the strategy addressed to it, or else those of its first message. No
+    messages (the strategy skips the phase): nothing is sent."""
+    if not messages:
+        return []
+    by_node = {m.metadata.dst_node_id: m for m in messages}
+    metas = [(node, by_node.get(node, messages[0])) for node in nodes]
+    return [
+        Message(
+            m.content,
+            dst_node_id=node,
+            message_type=m.metadata.message_type,
+            ttl=m.metadata.ttl,
+            group_id=m.metadata.group_id or None,
+        )
+        for node, m in metas
+    ]
+
+
+class AvailabilityStrategy(Strategy):
+    """A Message-API strategy (``strategy``, unchanged) that trains and evaluates round r
+    on exactly the nodes ``oracle`` makes available in round r (see the module
+    docstring). Attributes not defined here are the wrapped strategy's.
+
+    Settings: ``wait_timeout`` (s; default the oracle's): how long the first round
+    waits for the nodes the oracle needs; ``query_timeout`` (s, > 0; default the
+    oracle's ``wait_timeout``): how long the partition-id query waits for answers;
+    ``poll_interval`` (s): between two looks at the grid while waiting.
+    ``relayed[r]``: the partition ids round r relayed."""
+
+    def __init__(
+        self,
+        strategy: Strategy,
+        oracle: OracleClientManager,
+        *,
+        wait_timeout: float | None = None,
+        query_timeout: float | None = None,
+        poll_interval: float = 1.0,
+    ) -> None:
+        self.strategy, self.oracle = strategy, oracle
+        self.wait_timeout = oracle.wait_timeout if wait_timeout is None else wait_timeout
+        self.query_timeout = oracle.wait_timeout if query_timeout is None else query_timeout
+        self.poll_interval = poll_interval
+        for name, least in (("wait_timeout", 0), ("query_timeout", 1e-9), ("poll_interval", 0)):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or value < least:
+                sign = ">=" if least == 0 else ">"
+                raise ValueError(f"{name}: {value!r} must be a number of seconds {sign} 0")
+        self.partition_of: dict[int, int] = {}  # node id -> partition id
+        self.relayed: dict[int, list[int]] = {}  # round -> partition ids relayed
+        self._round: tuple[int, list[int]] | None = None  # (round, its node ids)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "strategy":  # not set yet (copy, unpickling): no recursion
+            raise AttributeError(name)
+        return getattr(self.strategy, name)
+
+    # ---------------------------------------------------------- Strategy methods
+    def summary(self) -> None:
+        """The wrapped strategy's summary, then the oracle that picks the nodes."""
+        self.strategy.summary()
+        log(INFO, "\t└──> Availability: %s oracle picks the nodes", type(self.oracle).__name__)
+
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        """The strategy's training messages, sent to the round's available nodes."""
+        return self._relay(self.strategy.configure_train, server_round, arrays, config, grid)
+
+    def configure_evaluate(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        """The strategy's evaluation messages, sent to the same nodes as its training."""
+        return self._relay(self.strategy.configure_evaluate, server_round, arrays, config, grid)
+
+    def aggregate_train(self, server_round: int, replies: Iterable[Message]) -> Any:
+        return self.strategy.aggregate_train(server_round, replies)
+
+    def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> Any:
+        return self.strategy.aggregate_evaluate(server_round, replies)
+
+    # ----------------------------------------------------------- availability
+    def available_nodes(self, server_round: int, grid: Grid) -> list[int]:
+        """Node ids available in ``server_round``, in partition-id order (computed once
+        per round: training and evaluation share it)."""
+        if self._round is not None and self._round[0] == server_round:
+            return list(self._round[1])
+        if isinstance(self.oracle, ConnectedClientManager):
+            node_of = self._connected_nodes(grid, first=not self.relayed)
+            pids = connected_sample(
+                list(node_of), self.oracle.clients_per_round, self.oracle.seed, server_round
+            )
+        else:
+            self._learn_partitions(grid)
+            node_of = {p: n for n, p in self.partition_of.items()}
+            pids = self.oracle.draw(server_round)
+        nodes = [node_of[p] for p in pids]
+        self._round, self.relayed[server_round] = (server_round, nodes), list(pids)
+        self.oracle.round, self.oracle.last_active = server_round, list(pids)
+        oracle = type(self.oracle).__name__
+        if pids:
+            log(
+                INFO, "availability: round %d relays partitions %s (%s)", server_round, pids, oracle
+            )
+        else:
+            log(
+                WARNING,
+                "availability: round %d: no node is available (%s); the round trains and "
+                "evaluates nobody and the strategy keeps its model",
+                server_round,
+                oracle,
+            )
+        return nodes
+
+    def _relay(
+        self,
+        configure: Callable[..., Iterable[Message]],
+        server_round: int,
+        arrays: ArrayRecord,
+        config: ConfigRecord,
+        grid: Grid,
+    ) -> list[Message]:
+        """``configure`` run on the round's view of the grid, its messages readdressed
+        to the round's available nodes."""
+        nodes, name = self.available_nodes(server_round, grid), type(self.strategy).__name__
+        picks = getattr(self.strategy, "picks_among_available", False) is True
+        need = len(nodes) if picks else max([len(nodes), *minimum_sizes(self.strategy)])
+        taken = set(nodes) | set(self.partition_of)
+        free_ids = (i for i in itertools.count(1) if i not in taken)
+        stand_ins = list(itertools.islice(free_ids, need - len(nodes)))
+        partition_of = {n: self.partition_of[n] for n in nodes}
+        view = RoundView(grid, nodes + stand_ins, name, partition_of)
+        messages = list(configure(server_round, arrays, config, view))
+        if picks:
+            stray = sorted({m.metadata.dst_node_id for m in messages} - set(nodes))
+            if stray:
+                raise AvailabilityError(
+                    f"{name} addressed nodes {stray}, not available in round {server_round} "
+                    f"(available: {nodes}); a strategy with picks_among_available picks "
+                    "among grid.get_node_ids() only"
+                )
+        else:
+            messages = readdress(messages, nodes)
+        if messages:  # the strategy's own "Sampled n nodes" log line counted stand-ins
+            log(INFO, "availability: sending to the %d available nodes", len(messages))
+        return messages
+
+    def _wait_for_nodes(self, grid: Grid, count: int, setting: str) -> list[int]:
+        """The grid's node ids once at least ``count`` are connected; waits at most
+        ``wait_timeout`` s, then raises naming ``setting`` (what decides ``count``)."""
+        start = time.monotonic()
+        while True:
+            ids = sorted({int(i) for i in grid.get_node_ids()})
+            waited = time.monotonic() - start
+            if len(ids) >= count:
+                return ids
+            if waited >= self.wait_timeout:
+                raise AvailabilityError(
+                    f"expected {count} nodes ({setting}), saw {len(ids)} after waiting "
+                    f"{waited:.0f} s; start the missing SuperNodes (flwr run: "
+                    f"--federation-config 'num-supernodes={count}') or raise wait_timeout "
+                    f"(with_availability(..., wait_timeout=...), now {self.wait_timeout:g} s)"
+                )
+            time.sleep(min(self.poll_interval, self.wait_timeout - waited))
+
+    def _learn_partitions(self, grid: Grid) -> None:
+        """Learn every node's partition id, once: exactly one node per partition the
+        oracle knows."""
+        n = self.oracle.num_clients
+        if len(self.partition_of) == n:
+            return
+        setting = f"one per partition: the oracle knows num_clients = {n}"
+        ids = self._wait_for_nodes(grid, n, setting)
+        if len(ids) > n:
+            raise AvailabilityError(
+                f"expected {n} nodes ({setting}), saw {len(ids)}: start exactly one "
+                f"SuperNode per partition (flwr run: --federation-config 'num-supernodes={n}')"
+                " or give the oracle as many clients as there are nodes"
+            )
+        self.partition_of = self._ask_partitions(grid, ids, all_must_answer=True)
+
+    def _connected_nodes(self, grid: Grid, *, first: bool) -> dict[int, int]:
+        """Partition id -> node id of the connected nodes (``connected`` oracle): the
+        first round waits for ``min_clients`` of them; nodes not seen before are asked
+        their partition id (one that does not answer in time is asked again next
+        round); a partition that reconnected under a new node id is that node."""
+        ids = (
+            self._wait_for_nodes(
+                grid,
+                self.oracle.min_clients,
+                f"availability.params.min_clients = {self.oracle.min_clients}",
+            )
+            if first
+            else sorted({int(i) for i in grid.get_node_ids()})
+        )
+        new = [i for i in ids if i not in self.partition_of]
+        if new:
+            self.partition_of.update(self._ask_partitions(grid, new, all_must_answer=False))
+        return {self.partition_of[i]: i for i in ids if i in self.partition_of}
+
+    def _ask_partitions(
+        self, grid: Grid, nodes: list[int], *, all_must_answer: bool
+    ) -> dict[int, int]:
+        """Node id -> partition id of ``nodes``, asked with one ``"query.partition_id"``
+        message each (:func:`partition_id_query` answers); checked: an int in
+        0..num_clients-1, unique among the nodes known."""
+        n = self.oracle.num_clients
+        messages = [
+            Message(RecordDict(), dst_node_id=node, message_type=PARTITION_QUERY) for node in nodes
+        ]
+        replies = list(grid.send_and_receive(messages, timeout=self.query_timeout))
+        answers: dict[int, int] = {}
+        for reply in replies:
+            node = int(reply.metadata.src_node_id)
+            if reply.has_error():
+                raise AvailabilityError(
+                    f"node {node} could not answer the partition-id query "
+                    f"({reply.error.reason}); {HANDLER_HINT}"
+                )
+            record = reply.content.config_records.get(PARTITION_RECORD, ConfigRecord())
+            if PARTITION_ID not in record:
+                keys = record.get(NODE_CONFIG_KEYS) or "none"
+                raise AvailabilityError(
+                    f"node {node} has no '{PARTITION_ID}' in its node_config (its keys: "
+                    f"{keys}); start it with flower-supernode --node-config "
+                    f'"{PARTITION_ID}=K num-partitions={n}" (K in 0..{n - 1}, one per '
+                    "node; the Simulation Engine sets it itself)"
+                )
+            pid = record[PARTITION_ID]
+            if isinstance(pid, bool) or not isinstance(pid, int) or not 0 <= pid < n:
+                raise AvailabilityError(
+                    f"node {node} reports {PARTITION_ID} = {pid!r}: expected an integer in "
+                    f"0..{n - 1} (the oracle knows num_clients = {n})"
+                )
+            twins = [m for m, q in answers.items() if q == pid]
+            if twins and all_must_answer:
+                raise AvailabilityError(
+                    f"nodes {twins[0]} and {node} both report {PARTITION_ID} = {pid}: "
+                    "give every SuperNode its own --node-config partition-id"
+                )
+            answers[node] = pid
+        silent = sorted(set(nodes) - set(answers))
+        if silent and all_must_answer:
+            raise AvailabilityError(
+                f"expected answers to the partition-id query from {len(nodes)} nodes, saw "
+                f"{len(answers)} within {self.query_timeout:g} s (silent: {silent}); raise "
+                "query_timeout (with_availability(..., query_timeout=...)) or check that "
+                f"these SuperNodes run the ClientApp, and {HANDLER_HINT}"
+            )
+        return answers
+
+
+def with_availability(
+    strategy: Strategy, oracle: OracleClientManager, **settings: float
+) -> AvailabilityStrategy:
+    """``strategy`` (any Message-API strategy, unchanged) training and evaluating each
+    round on exactly ``oracle``'s available nodes; ``settings``: ``wait_timeout``,
+    ``query_timeout``, ``poll_interval`` of :class:`AvailabilityStrategy`."""
+    return AvailabilityStrategy(strategy, oracle, **settings)
