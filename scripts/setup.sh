@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One-time set-up, idempotent: Fashion-MNIST from Debian (where apt exists), a virtualenv
-# in .venv with the pinned packages, and this project installed in it (editable).
+# in .venv with the exact versions of constraints.txt, and this project installed in it
+# (editable, with its experiments and dev extras).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,8 +25,8 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.fedram-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  echo "setup: installing packages (torch 2.14.1, flwr 1.39.0, ...)" >&2
-  .venv/bin/pip install -q -e '.[dev]'
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt "$stamp" ]; then
+  echo "setup: installing packages ($(grep -E '^(flwr|torch)==' constraints.txt | tr '\n' ' ')...)" >&2
+  .venv/bin/pip install -q -c constraints.txt -e '.[experiments,dev]'
   touch "$stamp"
 fi

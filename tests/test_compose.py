@@ -31,6 +31,7 @@ from flwr.cli.flower_config import parse_superlink_connection
 from flwr.common.config import parse_config_args
 from flwr.superlink.cli.flower_superlink import _parse_args_run_superlink
 from flwr.supernode.cli.flower_supernode import _parse_args_run_supernode
+from packaging.requirements import Requirement
 from typer.main import get_command
 
 from fedram_flwr.app_config import APP_ROOT, scenario_from_run_config
@@ -225,18 +226,27 @@ def test_healthchecks_ask_each_service_own_health_server(compose: dict[str, Any]
         assert test[3] == args.health_server_address, name
 
 
-def test_flower_is_pinned_in_pyproject_only() -> None:
-    """pyproject.toml pins flwr once; the image installs the project from it, the tests
-    parse commands with that very version, and no deployment file pins its own."""
-    deps = tomli.loads((APP_ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    pins = [m.group(1) for d in deps if (m := re.fullmatch(r"flwr(?:\[[^]]*])?==(\S+)", d))]
-    assert len(pins) == 1, f"expected one exact flwr pin in pyproject.toml, got {deps}"
+def test_flower_is_pinned_in_the_constraints_file_only() -> None:
+    """constraints.txt pins flwr once, inside pyproject.toml's ranges; the image installs
+    the project under it, the tests parse commands with that very version, and no
+    deployment file pins its own."""
+    pins = re.findall(r"^flwr==(\S+)$", (APP_ROOT / "constraints.txt").read_text(), re.M)
+    assert len(pins) == 1, f"expected one exact flwr pin in constraints.txt, got {pins}"
     assert flwr.__version__ == pins[0], "the installed Flower is not the pinned one"
+    project = tomli.loads((APP_ROOT / "pyproject.toml").read_text())["project"]
+    flwr_specs = [
+        d
+        for d in [*project["dependencies"], *project["optional-dependencies"]["experiments"]]
+        if re.match(r"flwr\b", d)
+    ]
+    assert flwr_specs and all(Requirement(d).specifier.contains(pins[0]) for d in flwr_specs)
+    assert not any("==" in d for d in project["dependencies"]), "the library pins exactly"
     for file in ("Dockerfile", *COMPOSE_FILES["tls"]):
         lines = (APP_ROOT / file).read_text().splitlines()
         text = "\n".join(line for line in lines if not line.lstrip().startswith("#"))
         assert not re.search(r"flwr[^\s\"']*\s*[=<>~]=", text), f"{file} pins flwr itself"
-    assert re.search(r"pip install [^\n]*\.\s*\\?\n", (APP_ROOT / "Dockerfile").read_text())
+    dockerfile = (APP_ROOT / "Dockerfile").read_text()
+    assert re.search(r"pip install [^\n]*-c constraints\.txt \"\.\[experiments\]\"", dockerfile)
 
 
 # ------------------------------------------------------------- health and TLS
