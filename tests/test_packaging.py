@@ -106,11 +106,13 @@ def test_walk_packages_ends() -> None:
 
 
 # ------------------------------------------------- installing into a Flower app
-TORCH_FREE_PACKAGES = ["fedram_flwr.strategies", "fedram_flwr.availability"]
+TORCH_FREE_PACKAGES = [
+    "fedram_flwr.strategies",
+    "fedram_flwr.availability",
+    "fedram_flwr.message_api",
+]
 """What a Flower app installing the library (no ``experiments`` extra) imports: every
 module of these packages, and of :data:`TORCH_FREE_MODULES`."""
-if (APP_ROOT / "fedram_flwr" / "message_api").is_dir():  # being written (issue 14)
-    TORCH_FREE_PACKAGES.append("fedram_flwr.message_api")
 TORCH_FREE_MODULES = ["fedram_flwr.protocol", "fedram_flwr.objectives", "fedram_flwr.config"]
 PINNED = {
     name: version
