@@ -230,3 +230,5 @@ def _serve(
     if out.status() != "complete":
         raise RuntimeError("the server loop ended before the last round was recorded")
     (out.path / CHECKPOINT_FILE).unlink(missing_ok=True)  # only an unfinished run needs it
+    if saved is not None:
+        checkpoint.note_resumed(out, saved.round)

@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import io
+import json
 import os
 import pickle
 import time
@@ -197,3 +198,10 @@ def resume(run: RunDirectory, checkpoint: Checkpoint, engine: str) -> None:
             (run.path / stale).unlink(missing_ok=True)
     record = {"engine": engine, "started": time.time(), "resumed-from": checkpoint.round}
     run.set_status("running", **record)
+
+
+def note_resumed(run: RunDirectory, from_round: int) -> None:
+    """Add ``resumed-from`` to the status record the run ended with (its ``complete``)."""
+    record = json.loads((run.path / "status.json").read_text())
+    extra = {k: v for k, v in record.items() if k not in ("status", "pid")}
+    run.set_status(record["status"], **extra, **{"resumed-from": from_round})
