@@ -20,6 +20,13 @@ running anything and names ``--force``, which reruns everything. A damaged compl
 and a run left ``failed``, ``interrupted`` (its process died) or ``missing``, runs again.
 A folder another run is writing is left alone. A run that fails does not stop the sweep:
 the others run, the report lists it, and ``fedram run`` exits 1 naming it.
+
+In-process runs save their state every ``--checkpoint-every`` rounds (default rounds / 20)
+in their folder; rerunning a run that was interrupted or failed continues after its last
+checkpoint (saying so) when that was made for the same resolved scenario, seed and code,
+and ends with the files a run never interrupted writes; ``--force`` starts it over.
+``--engine flwr`` / ``deployment`` cannot resume (the clients' state lives in Flower's
+processes): on a run the in-process engine would resume they refuse, naming ``--force``.
 """
 
 from __future__ import annotations
@@ -47,7 +54,7 @@ from fedram_flwr.plot_inputs import complete_plot_inputs
 from fedram_flwr.plots import plot_run
 from fedram_flwr.registry import load_scenario, with_overrides
 from fedram_flwr.report import write_report
-from fedram_flwr.rundir import ACTIVE, code_version, run_folder
+from fedram_flwr.rundir import ACTIVE, code_version, resume_point, run_folder
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -83,6 +90,13 @@ def _parser() -> argparse.ArgumentParser:
         help="flwr / deployment: stop a run (and fail it) after this many seconds; default: "
         "600 s start-up + rounds x 30 s (simulation) or 60 s (deployment), plus the "
         "availability's round_timeout per round",
+    )
+    run.add_argument(
+        "--checkpoint-every",
+        type=int,
+        metavar="ROUNDS",
+        help="in-process: save a run's state in its folder every ROUNDS rounds, so that "
+        "rerunning an interrupted run resumes it there (0: never); default: rounds / 20",
     )
     run.add_argument("--seeds", type=int, nargs="+", help="override the scenario's seeds")
     run.add_argument(
@@ -123,6 +137,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise ScenarioError(
             "--time-limit: a positive number of seconds, with --engine flwr or deployment"
         )
+    if args.checkpoint_every is not None and (
+        args.engine != "in-process" or args.checkpoint_every < 0
+    ):
+        raise ScenarioError(
+            "--checkpoint-every: a number of rounds >= 0 (0: never), with the in-process engine"
+        )
     scenario = load_scenario(args.scenario)
     overrides = dict(parse_override(item) for item in args.overrides)
     if args.seeds:
@@ -149,6 +169,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     root = args.out / scenario.name
     if not args.force:
         refuse_changed(jobs)
+        if args.engine != "in-process":
+            refuse_resumable(jobs, args.engine)
     print(f"fedram: {len(jobs)} run(s) of {scenario.name} -> {root}", file=sys.stderr)
     t0 = time.monotonic()
     failed: list[str] = []
@@ -193,6 +215,23 @@ def refuse_changed(jobs: list[tuple[str, Scenario, int, Path]]) -> None:
             "these complete runs were made with other settings:\n"
             + "\n".join(changed)
             + "\nrerun with --force to replace them, or choose another --out"
+        )
+
+
+def refuse_resumable(jobs: list[tuple[str, Scenario, int, Path]], engine: str) -> None:
+    """Refuse, before running anything, to start over on a Flower engine a run that the
+    in-process engine would resume from its checkpoint (Flower's engines keep the
+    clients' ``Context.state`` in their own processes: they cannot resume)."""
+    resumable = []
+    for _, variant, seed, run_dir in jobs:
+        saved, _ = resume_point(RunDirectory(run_dir), variant.to_dict(), seed)
+        if saved is not None:
+            resumable.append(f"  {run_dir}: after round {saved.round} of {variant.rounds}")
+    if resumable:
+        raise ScenarioError(
+            "these interrupted runs have a checkpoint that only the in-process engine "
+            "resumes:\n" + "\n".join(resumable) + f"\nrerun without --engine {engine} to "
+            "resume them, with --force to start them over, or choose another --out"
         )
 
 
@@ -242,7 +281,14 @@ def run_one(
             timeout=args.time_limit,
         )
     else:
-        run_in_process(variant, seed, run_dir, label=tag)
+        run_in_process(
+            variant,
+            seed,
+            run_dir,
+            label=tag,
+            checkpoint_every=args.checkpoint_every,
+            resume=not args.force,
+        )
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -246,6 +246,25 @@ class RecordingStrategy(RoundRecorder, Strategy):
     def __repr__(self) -> str:
         return f"Recording({self.strategy!r})"
 
+    def checkpoint(self) -> dict[str, Any]:
+        """What the run carries from one round to the next on the server, taken between
+        rounds (a run's checkpoint): the wrapped strategy's ``checkpoint()``, the
+        aggregation weights recorded so far, the number of clients and the seconds run."""
+        return {
+            "strategy": self.strategy.checkpoint(),
+            "weights": dict(self._weights),
+            "num-clients": self._num_clients,
+            "seconds": time.monotonic() - self._t0,
+        }
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        """Take back what :meth:`checkpoint` gave (resuming a run): the summary's
+        ``wall-seconds`` then counts the seconds run before the interruption too."""
+        self.strategy.restore(saved["strategy"])
+        self._weights = dict(saved["weights"])
+        self._num_clients = saved["num-clients"]
+        self._t0 = time.monotonic() - saved["seconds"]
+
     def initialize_parameters(self, client_manager: ClientManager) -> Parameters | None:
         return self.strategy.initialize_parameters(client_manager)
 

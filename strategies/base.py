@@ -68,6 +68,17 @@ class ReplyAggregation:
         """The new global arrays (``None``: keep the model) and the round's diagnostics."""
         raise NotImplementedError
 
+    def checkpoint(self) -> dict[str, Any]:
+        """What this strategy carries from one round to the next, by attribute name (a
+        run's checkpoint): the last round aggregated. What Flower's classes hold is set
+        anew each round (QFedAvg's ``pre_weights`` in ``configure_fit``)."""
+        return {"last_round": self.last_round}
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        """Take back what :meth:`checkpoint` gave (resuming a run)."""
+        for name, value in saved.items():
+            setattr(self, name, value)
+
     def aggregate_fit(
         self,
         server_round: int,
@@ -110,6 +121,10 @@ class CoreStrategy(ReplyAggregation, FlowerFedAvg):
     def diagnostics(self) -> dict[str, Any]:
         """The core's diagnostics of the current state."""
         return self.core.diagnostics(self.state)
+
+    def checkpoint(self) -> dict[str, Any]:
+        """The core's state value, and the last round aggregated."""
+        return {**super().checkpoint(), "state": self.state}
 
     def configure_fit(
         self, server_round: int, parameters: Parameters, client_manager: ClientManager

@@ -7,8 +7,11 @@ Imported as ``tests.helpers`` (``tests`` is a package; pytest puts the repositor
 from __future__ import annotations
 
 import json
+import os
 import pickle
+import signal
 import subprocess
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -131,6 +134,73 @@ def tiny_ca_fed_dict(
 def final_arrays(run: RunDirectory) -> list[np.ndarray]:
     with np.load(run.path / "final_model.npz") as npz:
         return [npz[f"arr_{i}"] for i in range(len(npz.files))]
+
+
+def without_timings(value: Any) -> Any:
+    """``value`` (metrics rows, a summary) without its wall-clock fields (``*seconds``)."""
+    if isinstance(value, dict):
+        return {k: without_timings(v) for k, v in value.items() if not k.endswith("seconds")}
+    if isinstance(value, list):
+        return [without_timings(v) for v in value]
+    return value
+
+
+# Runs each job (scenario file, run folder, K, round, "before"/"after") in a child forked
+# after the imports, whose checkpoint writer SIGKILLs its own process right before or
+# after writing round ``round``'s checkpoint; prints each child's signal (or -exit code).
+KILL_SCRIPT = """
+import json, os, signal, sys
+from fedram_flwr.engines import run_in_process
+from fedram_flwr.registry import load_scenario
+from fedram_flwr.rundir import checkpoint
+
+write = checkpoint.write_checkpoint
+
+def run_and_die(path, run_dir, every, kill_round, when):
+    def write_and_die(folder, saved):
+        if saved.round == kill_round and when == "before":
+            os.kill(os.getpid(), signal.SIGKILL)
+        write(folder, saved)
+        if saved.round == kill_round and when == "after":
+            os.kill(os.getpid(), signal.SIGKILL)
+    checkpoint.write_checkpoint = write_and_die
+    run_in_process(load_scenario(path), 0, run_dir, checkpoint_every=every)
+
+ends = []
+for job in json.loads(sys.argv[1]):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            run_and_die(*job)
+        finally:
+            os._exit(3)  # only when the run was not killed
+    status = os.waitpid(pid, 0)[1]
+    ends.append(os.WTERMSIG(status) if os.WIFSIGNALED(status) else -os.WEXITSTATUS(status))
+print(json.dumps(ends))
+"""
+
+
+def run_killed(jobs: list[tuple[Path, Path, int, int, str]]) -> None:
+    """Run each (scenario file, run folder, K, r, "before" | "after") in-process with a
+    checkpoint every K rounds, SIGKILLed right before or after round r's checkpoint is
+    written (:data:`KILL_SCRIPT`, one Python process for all); asserts each was killed.
+    The process group is killed if anything goes wrong."""
+    spec = json.dumps([[str(path), str(folder), k, r, when] for path, folder, k, r, when in jobs])
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILL_SCRIPT, spec],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its process group: the script and its children
+    )
+    try:
+        out, err = proc.communicate(timeout=RUN_LIMIT_S)
+    finally:
+        if proc.poll() is None:  # a hang: the script and the child it waits for
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 0, err[-3000:]
+    assert json.loads(out) == [signal.SIGKILL] * len(jobs), err[-3000:]
 
 
 def relayed(run: RunDirectory) -> list[tuple[int, list[int]]]:

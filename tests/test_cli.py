@@ -12,13 +12,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 
 from fedram_flwr.cli import main
 from fedram_flwr.outputs import RunDirectory
 from fedram_flwr.strategies import FedCVaRAvg
-from tests.helpers import TINY_GAUSSIAN
+from tests.helpers import TINY_GAUSSIAN, final_arrays, run_killed, without_timings
 
 LABELS = ["alpha=1.0", "alpha=0.1"]
 
@@ -49,10 +50,6 @@ def fedram(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, 
     code = main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return code, out, err
-
-
-def without_timings(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{k: v for k, v in row.items() if not k.endswith("seconds")} for row in rows]
 
 
 def stub_report(root: Path) -> Path:
@@ -109,6 +106,8 @@ def test_unknown_variant_exits_2_listing_the_allowed_labels(tmp_path: Path, caps
         ({}, ["--set", "training.lr=-1"], "training.lr"),
         ({}, ["--set", "rounds"], "rounds"),
         ({}, ["--tls"], "--tls"),
+        ({}, ["--checkpoint-every", "-1"], "--checkpoint-every"),
+        ({}, ["--engine", "flwr", "--checkpoint-every", "2"], "--checkpoint-every"),
     ],
 )
 def test_bad_input_exits_2_naming_the_field(
@@ -203,6 +202,26 @@ def test_a_changed_scenario_is_refused_naming_force(tmp_path: Path, capsys) -> N
     code, _, err = fedram(capsys, *args, "--set", "rounds=3", "--force")
     assert code == 0 and [r["round"] for r in run.read_metrics()] == [0, 1, 2, 3]
     assert fedram(capsys, *args, "--set", "rounds=3")[2].count("complete, skipped") == 1
+
+
+def test_run_resumes_an_interrupted_run_and_says_so(tmp_path: Path, capsys) -> None:
+    """A run SIGKILLed after its round-4 checkpoint: ``--engine flwr`` refuses it naming
+    ``--force``; ``fedram run`` resumes it (saying so) to the model of a run never
+    interrupted."""
+    path, out = tmp_path / "tiny.yaml", tmp_path / "runs"
+    path.write_text(yaml.safe_dump(TINY_GAUSSIAN))
+    run = RunDirectory(out / "tiny-gaussian" / "default" / "seed0")
+    run_killed([(path, run.path, 2, 4, "after")])
+    assert run.status() == "interrupted"
+    code, _, err = fedram(capsys, "run", path, "--out", out, "--engine", "flwr")
+    assert code == 2 and "--force" in err and f"{run.path}: after round 4 of 6" in err
+    code, _, err = fedram(capsys, "run", path, "--out", out, "--checkpoint-every", "2")
+    assert code == 0 and "resuming from its checkpoint after round 4 of 6" in err
+    assert fedram(capsys, "run", path, "--out", tmp_path / "ref")[0] == 0
+    reference = RunDirectory(tmp_path / "ref" / "tiny-gaussian" / "default" / "seed0")
+    for a, b in zip(final_arrays(run), final_arrays(reference), strict=True):
+        assert np.array_equal(a, b)
+    assert without_timings(run.read_metrics()) == without_timings(reference.read_metrics())
 
 
 def hold_lock(folder: Path) -> subprocess.Popen:

@@ -1,7 +1,8 @@
 """In-process engine: Flower's own legacy server loop, clients called directly.
 
-Flower's ``Server`` (as :class:`~fedram_flwr.engines.server.StrategyEveryRound`, which
-hands a round in which nobody was available to the strategy too, in every engine) runs
+Flower's ``Server`` (as :class:`~fedram_flwr.engines.resume.ResumableServer`: the
+engines' ``StrategyEveryRound``, which hands a round in which nobody was available to
+the strategy too, saving a checkpoint every K rounds and able to resume after one) runs
 the rounds with the scenario's Strategy and oracle (ClientManager); each client is an
 ``InProcessClientProxy`` that builds the NumPyClient through ``client_fn(context)`` on
 every call, like Flower's engines, with one persistent ``Context`` per partition. No
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import sys
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -43,10 +45,22 @@ from flwr.server.client_proxy import ClientProxy
 
 from fedram_flwr.config import Scenario
 from fedram_flwr.engines.flwr.signals import signals_raise
-from fedram_flwr.engines.server import StrategyEveryRound
+from fedram_flwr.engines.resume import (
+    ResumableServer,
+    checkpoint_every_k_rounds,
+    restore_checkpoint,
+)
 from fedram_flwr.experiment import Experiment
 from fedram_flwr.outputs import RecordingStrategy, RunDirectory
 from fedram_flwr.plot_inputs import write_plot_inputs
+from fedram_flwr.rundir import (
+    CHECKPOINT_FILE,
+    Checkpoint,
+    checkpoint,
+    code_version,
+    default_checkpoint_every,
+    scenario_fingerprint,
+)
 
 
 class InProcessClientProxy(ClientProxy):
@@ -139,18 +153,40 @@ def run_in_process(
     *,
     label: str = "",
     serve: Callable[[Experiment, RunDirectory, str], None] | None = None,
+    checkpoint_every: int | None = None,
+    resume: bool = True,
 ) -> RunDirectory:
     """Run one (scenario, seed) to completion; the run directory records it. Holds the
     folder's lock throughout (:class:`~fedram_flwr.rundir.RunDirectoryBusy` at once if
     another run writes it); SIGTERM and SIGHUP, like Ctrl-C, end the run ``failed``.
     ``serve(exp, run_dir, label)`` runs the rounds: Flower's legacy server loop unless
-    given (the Message API's: :mod:`fedram_flwr.engines.message_in_process`)."""
+    given (the Message API's: :mod:`fedram_flwr.engines.message_in_process`).
+
+    Every ``checkpoint_every`` rounds (default ``rounds // 20``, at least 1; 0: never)
+    the legacy loop's state is saved in the folder; with ``resume``, a run that did not
+    complete continues after its last checkpoint when that was made for the same
+    scenario, seed and code (saying so on stderr; otherwise it starts over, saying why),
+    and ends with the files of a run never interrupted
+    (:mod:`fedram_flwr.rundir.checkpoint`). A given ``serve`` neither checkpoints nor
+    resumes."""
     out = RunDirectory(run_dir)
+    every = (
+        default_checkpoint_every(scenario.rounds) if checkpoint_every is None else checkpoint_every
+    )
+    if every < 0:
+        raise ValueError(f"checkpoint_every: a number of rounds >= 0 (0: never), got {every}")
     with out.lock(), signals_raise(signal.SIGTERM, signal.SIGHUP):
         exp = Experiment(scenario, seed)
-        out.start(scenario.to_dict(), seed, engine="in-process")
+        saved = resume_from(out, scenario, seed, label) if resume and serve is None else None
+        if saved is None:
+            out.start(scenario.to_dict(), seed, engine="in-process")
+        else:
+            checkpoint.resume(out, saved, engine="in-process")
         try:
-            (serve or _serve)(exp, out, label)
+            if serve is None:
+                _serve(exp, out, label, every, saved)
+            else:
+                serve(exp, out, label)
         except BaseException as err:
             out.set_status(
                 "failed", error=f"{type(err).__name__}: {err}", traceback=traceback.format_exc()
@@ -159,8 +195,26 @@ def run_in_process(
     return out
 
 
-def _serve(exp: Experiment, out: RunDirectory, label: str) -> None:
-    """Flower's server loop over the in-process clients, to the last round."""
+def resume_from(out: RunDirectory, scenario: Scenario, seed: int, label: str) -> Checkpoint | None:
+    """The checkpoint this run continues from, or None; says which on stderr."""
+    saved, why = checkpoint.resume_point(out, scenario.to_dict(), seed)
+    tag = label or str(out.path)
+    if saved is not None:
+        print(
+            f"{tag}: resuming from its checkpoint after round {saved.round} of {scenario.rounds}",
+            file=sys.stderr,
+            flush=True,
+        )
+    elif why:
+        print(f"{tag}: checkpoint not used ({why}); starting from round 1", file=sys.stderr)
+    return saved
+
+
+def _serve(
+    exp: Experiment, out: RunDirectory, label: str, every: int, saved: Checkpoint | None
+) -> None:
+    """Flower's server loop over the in-process clients, to the last round (from the
+    round after ``saved`` when given); a checkpoint every ``every`` rounds."""
     scenario = exp.scenario
     manager = exp.client_manager()
     k = scenario.data.num_clients
@@ -168,16 +222,24 @@ def _serve(exp: Experiment, out: RunDirectory, label: str) -> None:
     def client_fn(context: Context) -> Client:
         return exp.client(int(context.node_config["partition-id"]), context.state).to_client()
 
-    for pid in range(k):
-        manager.register(InProcessClientProxy(str(pid), client_fn, node_context(pid, k, {})))
-    server = StrategyEveryRound(
-        client_manager=manager, strategy=recording_strategy(exp, out, label)
+    contexts = {pid: node_context(pid, k, {}) for pid in range(k)}
+    for pid, context in contexts.items():
+        manager.register(InProcessClientProxy(str(pid), client_fn, context))
+    server = ResumableServer(client_manager=manager, strategy=recording_strategy(exp, out, label))
+    identity = (scenario_fingerprint(scenario.to_dict(), exp.seed), code_version()["source"])
+    server.after_round = checkpoint_every_k_rounds(
+        out, every, scenario.rounds, server, contexts, identity
     )
+    if saved is not None:
+        restore_checkpoint(saved, server, contexts)
     server.set_max_workers(1)
     with quiet_single_threaded():
         server.fit(num_rounds=scenario.rounds, timeout=None)
     if out.status() != "complete":
         raise RuntimeError("the server loop ended before the last round was recorded")
+    (out.path / CHECKPOINT_FILE).unlink(missing_ok=True)  # only an unfinished run needs it
+    if saved is not None:
+        checkpoint.note_resumed(out, saved.round)
 
 
 @contextmanager

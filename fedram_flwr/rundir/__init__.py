@@ -1,8 +1,17 @@
-"""Run directories (:mod:`.directory`), their one writer (:mod:`.lock`) and the
-fingerprint of what a run computed (:mod:`.fingerprint`)."""
+"""Run directories (:mod:`.directory`), their one writer (:mod:`.lock`), the
+fingerprint of what a run computed (:mod:`.fingerprint`) and the checkpoint an
+interrupted run resumes from (:mod:`.checkpoint`)."""
 
+from fedram_flwr.rundir.checkpoint import (
+    Checkpoint,
+    CheckpointError,
+    default_checkpoint_every,
+    read_checkpoint,
+    resume_point,
+)
 from fedram_flwr.rundir.directory import (
     ACTIVE,
+    CHECKPOINT_FILE,
     FINGERPRINT_FILE,
     PLOT_INPUTS_FILE,
     VARIANT_FILE,
@@ -17,6 +26,9 @@ from fedram_flwr.rundir.lock import LOCK_FILE, RunDirectoryBusy, lock_held, lock
 
 __all__ = [
     "ACTIVE",
+    "CHECKPOINT_FILE",
+    "Checkpoint",
+    "CheckpointError",
     "FINGERPRINT_FILE",
     "LOCK_FILE",
     "PLOT_INPUTS_FILE",
@@ -25,7 +37,10 @@ __all__ = [
     "RunDirectory",
     "RunDirectoryBusy",
     "code_version",
+    "default_checkpoint_every",
     "label_fields",
+    "read_checkpoint",
+    "resume_point",
     "lock_held",
     "lock_holder",
     "run_folder",

@@ -13,7 +13,9 @@ hidden law and, for 2-D data, the decision-boundary grid), ``weights.npy`` for s
 that weigh clients individually (rounds x clients float32: the aggregation weight q_k^(t)
 each participant's update received, 0 for the others; one binary array instead of per-row
 lists, so N = 100,000 clients cost 400 kB a round on disk and nothing in
-``metrics.jsonl``) and PNG plots (drawn by the CLI from these files).
+``metrics.jsonl``), ``checkpoint.bin`` while an in-process run is under way (its state
+every K rounds, :mod:`fedram_flwr.rundir.checkpoint`) and PNG plots (drawn by the CLI from
+these files).
 
 **One writer.** The process that drives a run holds an exclusive ``flock`` on
 ``run.lock`` for the run's life (:meth:`RunDirectory.lock`; re-entrant within a process,
@@ -57,6 +59,7 @@ WEIGHTS_FILE = "weights.npy"
 VARIANT_FILE = "variant.json"
 PLOT_INPUTS_FILE = "plot_inputs.npz"
 FINGERPRINT_FILE = "fingerprint.json"
+CHECKPOINT_FILE = "checkpoint.bin"
 STALE_FILES = (
     "metrics.jsonl",
     "summary.json",
@@ -65,8 +68,9 @@ STALE_FILES = (
     WEIGHTS_FILE,
     PLOT_INPUTS_FILE,
     FINGERPRINT_FILE,
+    CHECKPOINT_FILE,
 )
-"""A previous attempt's results, removed when a run starts."""
+"""A previous attempt's results, removed when a run starts (not when it resumes)."""
 ACTIVE = ("starting", "running")
 """Statuses of a run in progress; ``interrupted`` when nobody holds the lock."""
 

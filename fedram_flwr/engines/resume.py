@@ -1,0 +1,152 @@
+"""Resumable in-process runs: the server loop that can start after a checkpoint's
+round, and taking / restoring a checkpoint of the live objects
+(:mod:`fedram_flwr.rundir.checkpoint` says what one holds and when one is used).
+
+:class:`ResumableServer` is the engines' server
+(:class:`~fedram_flwr.engines.server.StrategyEveryRound`) with two additions: a hook
+called at the end of every round (after Flower's ``evaluate_round``, the last step of
+a round in ``Server.fit``), which saves a checkpoint every K rounds; and ``start_round``:
+0 runs Flower's own ``fit`` as it is (a run never interrupted computes exactly what it
+did), r > 0 runs rounds r + 1, ... with the server's model already restored, each round
+the steps of Flower 1.39's ``Server.fit`` loop (round 0's evaluation of the initial
+model, and ``initialize_parameters``, happened before the interruption).
+"""
+
+from __future__ import annotations
+
+import timeit
+from collections.abc import Callable, Mapping
+from logging import INFO
+
+from flwr.common import Context, Parameters, RecordDict, Scalar
+from flwr.common.logger import log
+from flwr.common.serde import recorddict_from_proto, recorddict_to_proto
+from flwr.proto.recorddict_pb2 import RecordDict as ProtoRecordDict
+from flwr.server import History
+from flwr.server.client_manager import ClientManager
+from flwr.server.server import EvaluateResultsAndFailures
+from flwr.server.strategy import Strategy
+
+from fedram_flwr.engines.server import StrategyEveryRound
+from fedram_flwr.rundir import RunDirectory, checkpoint
+from fedram_flwr.rundir.checkpoint import Checkpoint
+
+
+class ResumableServer(StrategyEveryRound):
+    """:class:`StrategyEveryRound` that calls ``after_round(server_round)`` at the end of
+    every round and, with ``start_round`` = r > 0, starts at round r + 1 from the model
+    in ``self.parameters`` (set by :func:`restore_checkpoint`)."""
+
+    def __init__(
+        self,
+        *,
+        client_manager: ClientManager,
+        strategy: Strategy,
+        after_round: Callable[[int], None] | None = None,
+    ) -> None:
+        super().__init__(client_manager=client_manager, strategy=strategy)
+        self.after_round = after_round
+        self.start_round = 0  # the round the run resumes after; 0: from the start
+
+    def fit(self, num_rounds: int, timeout: float | None) -> tuple[History, float]:
+        """Flower's ``fit``; after a checkpoint, its loop from ``start_round + 1``."""
+        if not self.start_round:
+            return super().fit(num_rounds, timeout)
+        log(INFO, "[RESUME] after round %s", self.start_round)
+        history = History()
+        start_time = timeit.default_timer()
+        for current_round in range(self.start_round + 1, num_rounds + 1):
+            log(INFO, "[ROUND %s]", current_round)
+            res_fit = self.fit_round(server_round=current_round, timeout=timeout)
+            if res_fit is not None:
+                parameters_prime, fit_metrics, _ = res_fit
+                if parameters_prime:
+                    self.parameters = parameters_prime
+                history.add_metrics_distributed_fit(current_round, fit_metrics)
+            res_cen = self.strategy.evaluate(current_round, parameters=self.parameters)
+            if res_cen is not None:
+                history.add_loss_centralized(current_round, res_cen[0])
+                history.add_metrics_centralized(current_round, res_cen[1])
+            res_fed = self.evaluate_round(server_round=current_round, timeout=timeout)
+            if res_fed is not None and res_fed[0] is not None:
+                history.add_loss_distributed(current_round, res_fed[0])
+                history.add_metrics_distributed(current_round, res_fed[1])
+        return history, timeit.default_timer() - start_time
+
+    def evaluate_round(
+        self, server_round: int, timeout: float | None
+    ) -> tuple[float | None, dict[str, Scalar], EvaluateResultsAndFailures] | None:
+        """Flower's ``evaluate_round``, then the end-of-round hook."""
+        result = super().evaluate_round(server_round, timeout)
+        if self.after_round is not None:
+            self.after_round(server_round)
+        return result
+
+
+def state_bytes(state: RecordDict) -> bytes:
+    """A client's ``Context.state`` as Flower's protobuf bytes (exact: arrays as their
+    bytes, config values as protobuf scalars)."""
+    return recorddict_to_proto(state).SerializeToString()
+
+
+def state_from_bytes(data: bytes) -> RecordDict:
+    return recorddict_from_proto(ProtoRecordDict.FromString(data))
+
+
+def take_checkpoint(
+    run: RunDirectory,
+    server_round: int,
+    server: ResumableServer,
+    contexts: Mapping[int, Context],
+    identity: tuple[str, str],
+) -> Checkpoint:
+    """The run's state after ``server_round`` (between rounds): the server's model, its
+    strategy's ``checkpoint()`` (a ``RecordingStrategy``), every client's non-empty
+    ``Context.state``; ``identity``: (scenario fingerprint, code source)."""
+    metrics_bytes, metrics_sha256 = checkpoint.metrics_mark(run)
+    return Checkpoint(
+        round=server_round,
+        scenario=identity[0],
+        code=identity[1],
+        metrics_bytes=metrics_bytes,
+        metrics_sha256=metrics_sha256,
+        parameters=list(server.parameters.tensors),
+        tensor_type=server.parameters.tensor_type,
+        strategy=server.strategy.checkpoint(),  # type: ignore[attr-defined]
+        clients={pid: state_bytes(c.state) for pid, c in contexts.items() if len(c.state)},
+    )
+
+
+def restore_checkpoint(
+    saved: Checkpoint, server: ResumableServer, contexts: Mapping[int, Context]
+) -> None:
+    """Put the run back as it was after ``saved.round``: the server's model and start
+    round, its strategy's state, the clients' ``Context.state`` and the oracle's round
+    counter (its draws are functions of (seed, round))."""
+    server.parameters = Parameters(tensors=list(saved.parameters), tensor_type=saved.tensor_type)
+    server.start_round = saved.round
+    server.strategy.restore(saved.strategy)  # type: ignore[attr-defined]
+    for pid, context in contexts.items():
+        context.state = (
+            state_from_bytes(saved.clients[pid]) if pid in saved.clients else RecordDict()
+        )
+    server.client_manager().round = saved.round  # type: ignore[attr-defined]
+
+
+def checkpoint_every_k_rounds(
+    run: RunDirectory,
+    every: int,
+    num_rounds: int,
+    server: ResumableServer,
+    contexts: Mapping[int, Context],
+    identity: tuple[str, str],
+) -> Callable[[int], None]:
+    """The end-of-round hook that writes a checkpoint after every ``every``-th round
+    (never after the last: the run is complete then; ``every`` = 0: never)."""
+
+    def after_round(server_round: int) -> None:
+        if every and server_round % every == 0 and server_round < num_rounds:
+            saved = take_checkpoint(run, server_round, server, contexts, identity)
+            checkpoint.write_checkpoint(run.path, saved)
+
+    return after_round
