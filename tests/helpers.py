@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import pickle
 import subprocess
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -16,8 +17,10 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
+from flwr.app import Message, Metadata, RecordDict
 from flwr.client import NumPyClient
 from flwr.common import (
+    DEFAULT_TTL,
     Context,
     GetPropertiesIns,
 )
@@ -374,3 +377,34 @@ def scaffold_local_steps(
         grads.append(quad_grad(i, y))
         y = y - lr * (grads[-1] - c_i + c)
     return y, grads
+
+
+def instruction_message(
+    content: RecordDict, message_type: str = "train", dst_node_id: int = 7
+) -> Message:
+    """A server -> node Message as a Grid delivers it (its metadata set by hand: outside
+    a running app Flower's own constructor has no run id)."""
+    metadata = Metadata(
+        run_id=1,
+        message_id="instruction-1",
+        src_node_id=0,
+        dst_node_id=dst_node_id,
+        reply_to_message_id="",
+        group_id="1",
+        created_at=time.time(),
+        ttl=DEFAULT_TTL,
+        message_type=message_type,
+    )
+    return Message(content, metadata=metadata)
+
+
+def node_with(partition_id: int | None, run_config: dict | None = None) -> Context:
+    """A node's Context with ``partition-id`` in its node_config (none when None)."""
+    node_config = {} if partition_id is None else {PARTITION_ID: partition_id}
+    return Context(
+        run_id=1,
+        node_id=7,
+        node_config=node_config,
+        state=RecordDict(),
+        run_config=run_config or {},
+    )

@@ -153,6 +153,7 @@ LAYERS = (
     "fedram_flwr.strategies",
     "fedram_flwr.clients",
     "fedram_flwr.availability",
+    "fedram_flwr.message_api",
     "fedram_flwr.paths",
     "fedram_flwr.registry",
     "fedram_flwr.experiment",
