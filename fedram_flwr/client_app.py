@@ -3,12 +3,13 @@
 Flower 1.39's ``ClientApp`` takes either a ``client_fn`` or ``@app.train()`` /
 ``@app.evaluate()`` handlers, never both (``ClientApp.train`` raises "Use either
 `@app.train()` or `client_fn`, but not both"), and a handler app rejects the legacy
-``get_properties`` messages the legacy oracles send. So there are two apps, over the same
-client: ``app`` (legacy API: one NumPyClient per message) and ``message_app`` (Message API:
-the handlers call the blocks of :mod:`fedram_flwr.message_api.client` with the scenario's
-model and data, batches in the same seeded order). pyproject's
-``[tool.flwr.app.components] clientapp`` names the one a run uses:
-``"fedram_flwr.client_app:app"`` or ``"fedram_flwr.client_app:message_app"``.
+``get_properties`` messages the legacy oracles send ("Invalid message type"). So:
+``app`` is the legacy API's (one NumPyClient per message); ``message_app`` runs the Message
+API's handlers, which call the blocks of :mod:`fedram_flwr.message_api.client` on the
+scenario's model and data (batches in the same seeded order), and hands every legacy
+message to ``app``: named in pyproject's ``[tool.flwr.app.components]`` as
+``clientapp = "fedram_flwr.client_app:message_app"`` it serves both APIs, so the server
+alone (its run config) picks the API.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import torch
 from flwr.app import Context, Message
 from flwr.client import Client, ClientApp
+from flwr.common.constant import MessageTypeLegacy
 from torch.utils.data import DataLoader, TensorDataset
 
 from fedram_flwr.app_config import run_settings
@@ -44,8 +46,34 @@ def client_fn(context: Context) -> Client:
 app = ClientApp(client_fn=client_fn)
 """The legacy-API ClientApp (legacy strategies and oracles)."""
 
-message_app = ClientApp()
-"""The Message-API ClientApp (Message-API strategies)."""
+LEGACY_TYPES = (MessageTypeLegacy.GET_PROPERTIES, MessageTypeLegacy.GET_PARAMETERS)
+LEGACY_RECORDS = ("fitins.parameters", "evaluateins.parameters")
+"""How the legacy API's messages look on the wire (``flwr.compat``'s record names)."""
+
+
+def is_legacy(message: Message) -> bool:
+    """A message of the legacy API: get_properties / get_parameters, or fit / evaluate
+    instructions in ``flwr.compat``'s records."""
+    if message.metadata.message_type in LEGACY_TYPES:
+        return True
+    return any(key in message.content.array_records for key in LEGACY_RECORDS)
+
+
+class BothAPIsClientApp(ClientApp):
+    """A handler ClientApp that passes the legacy API's messages to ``legacy``."""
+
+    def __init__(self, legacy: ClientApp) -> None:
+        super().__init__()
+        self.legacy = legacy
+
+    def __call__(self, message: Message, context: Context) -> Message:
+        if is_legacy(message):
+            return self.legacy(message, context)
+        return super().__call__(message, context)
+
+
+message_app = BothAPIsClientApp(app)
+"""The Message-API ClientApp; legacy messages go to ``app``."""
 
 
 @message_app.train()

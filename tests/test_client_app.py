@@ -1,6 +1,7 @@
 """The project's ClientApps (fedram_flwr/client_app.py): the Message-API ``message_app``
 trains every objective exactly as the legacy ``app`` does (same arrays, same metrics) on
-the same node, and the reason there are two apps (Flower 1.39 takes one kind per app)."""
+the same node, and answers the legacy API's messages as ``app`` does; why there are two
+apps (Flower 1.39 takes one kind per app)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,13 @@ import pytest
 import yaml
 from flwr.app import ArrayRecord, ConfigRecord, Context, RecordDict
 from flwr.client import ClientApp
-from flwr.common import FitIns, ndarrays_to_parameters, parameters_to_ndarrays
-from flwr.compat.common.recorddict_compat import fitins_to_recorddict, recorddict_to_fitres
+from flwr.common import FitIns, GetPropertiesIns, ndarrays_to_parameters, parameters_to_ndarrays
+from flwr.compat.common.recorddict_compat import (
+    fitins_to_recorddict,
+    getpropertiesins_to_recorddict,
+    recorddict_to_fitres,
+    recorddict_to_getpropertiesres,
+)
 
 from fedram_flwr.client_app import app, client_fn, message_app
 from fedram_flwr.experiment import Experiment
@@ -84,12 +90,15 @@ def test_message_app_trains_as_the_legacy_app(tmp_path: Path, name: str) -> None
     path = write_scenario(tmp_path, name)
     exp = Experiment(load_scenario(path), SEED)
     arrays = wire_arrays(name, get_weights(exp.new_model()))
-    legacy_state, message_state = RecordDict(), RecordDict()
+    legacy_state, message_state, both_state = RecordDict(), RecordDict(), RecordDict()
     for server_round in (1, 2):  # twice: what Context.state keeps counts too
         config = {SERVER_ROUND: server_round, **ALGORITHMS[name][1]}
         fit_ins = FitIns(ndarrays_to_parameters(arrays), config)
         legacy_msg = instruction_message(fitins_to_recorddict(fit_ins, keep_input=True))
         legacy = recorddict_to_fitres(app(legacy_msg, node(path, legacy_state)).content, False)
+        routed = message_app(legacy_msg, node(path, both_state)).content
+        assert sorted(routed) == sorted(app(legacy_msg, node(path, RecordDict())).content)
+        routed_arrays = parameters_to_ndarrays(recorddict_to_fitres(routed, False).parameters)
         msg = instruction_message(
             RecordDict({"arrays": ArrayRecord(arrays), "config": ConfigRecord(config)})
         )
@@ -98,6 +107,7 @@ def test_message_app_trains_as_the_legacy_app(tmp_path: Path, name: str) -> None
         got = reply.content["arrays"].to_numpy_ndarrays()
         want = parameters_to_ndarrays(legacy.parameters)
         assert [a.tobytes() for a in got] == [a.tobytes() for a in want]
+        assert [a.tobytes() for a in routed_arrays] == [a.tobytes() for a in want]
         metrics = dict(reply.content["metrics"])
         assert metrics.pop(NUM_EXAMPLES) == legacy.num_examples
         assert metrics.pop(TRAIN_SECONDS) > 0
@@ -126,3 +136,15 @@ def test_flower_takes_either_a_client_fn_or_handlers_not_both() -> None:
     """Why the project has two ClientApps (Flower 1.39's rule)."""
     with pytest.raises(ValueError, match="Use either `@app.train\\(\\)` or `client_fn`"):
         ClientApp(client_fn=client_fn).train()
+
+
+def test_message_app_answers_the_legacy_oracles_get_properties(tmp_path: Path) -> None:
+    path = write_scenario(tmp_path, "fedavg")
+    msg = instruction_message(
+        getpropertiesins_to_recorddict(GetPropertiesIns({})), message_type="get_properties"
+    )
+    with pytest.raises(ValueError, match="Invalid message type: get_properties"):
+        ClientApp()(msg, node(path))  # a plain handler app cannot
+    props = recorddict_to_getpropertiesres(message_app(msg, node(path)).content).properties
+    assert props == recorddict_to_getpropertiesres(app(msg, node(path)).content).properties
+    assert props["partition-id"] == PID
