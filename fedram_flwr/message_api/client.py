@@ -131,8 +131,9 @@ class Objective:
     """One local objective as a Message-API building block: ``block(msg, context, model,
     trainloader, lr=..., epochs=...)`` returns the reply Message. ``client`` is the legacy
     NumPyClient whose local fit it runs; ``config_keys`` the train-config keys its
-    strategy sends; ``metrics`` the reply metrics its strategy reads beyond
-    ``num-examples``, ``partition-id`` and ``train-loss``."""
+    strategy always sends, ``optional_keys`` those it may send; ``metrics`` the reply
+    metrics its strategy reads beyond ``num-examples``, ``partition-id`` and
+    ``train-loss``."""
 
     block: str
     algorithm: str
@@ -140,6 +141,7 @@ class Objective:
     layout: Layout = MODEL
     config_keys: tuple[str, ...] = ()
     metrics: tuple[str, ...] = ()
+    optional_keys: tuple[str, ...] = ()
 
     def __call__(
         self,
@@ -179,8 +181,9 @@ class Objective:
 
     def check_config(self, config: Mapping[str, Any]) -> None:
         """Every key of ``config_keys`` is sent; none of another objective's is."""
+        own = {*self.config_keys, *self.optional_keys}
         for other in OBJECTIVES:
-            if sent := sorted(set(other.config_keys) & set(config) - set(self.config_keys)):
+            if sent := sorted({*other.config_keys, *other.optional_keys} & set(config) - own):
                 raise ValueError(
                     f"{self.block}: the server sent '{sent[0]}', a key of {other.algorithm}: "
                     f"call {other.block}(...) in the @app.train() handler"
@@ -250,7 +253,11 @@ train_rcfl = Objective(
 )
 train_scaffold = Objective("train_scaffold", "SCAFFOLD", ScaffoldClient, WITH_CONTROL)
 train_ca_fed = Objective(
-    "train_ca_fed", "CA-Fed, AFL or q-FFL", CAFedClient, metrics=(RECEIVED_LOSS,)
+    "train_ca_fed",
+    "CA-Fed, AFL or q-FFL",
+    CAFedClient,
+    metrics=(RECEIVED_LOSS,),
+    optional_keys=(REPORT_LOCAL_OPTIMUM,),
 )
 OBJECTIVES = (train_erm, train_cvar, train_rcfl, train_scaffold, train_ca_fed)
 

@@ -282,6 +282,7 @@ def call(block, arrays, config, *, context=None, **kwargs):
             r"sent 'cvar-alpha', a key of Fed-CVaR-"
             r"Avg.*call train_cvar",
         ),
+        (train_erm, THETA, {"report-local-optimum": True}, r"key of CA-Fed.*call train_ca_fed"),
         (train_cvar, join_theta_t(THETA, 0.0), {**CVAR, **RCFL}, r"'lr-eta'.*call train_rcfl"),
         (
             train_cvar,
