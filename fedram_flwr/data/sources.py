@@ -14,6 +14,7 @@ import gzip
 import os
 import pickle
 import shutil
+import tempfile
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
@@ -109,17 +110,26 @@ def _writable_folder(folder: Path, name: str) -> None:
 
 
 def _install_debian_fashion_mnist(raw: Path) -> bool:
-    """Decompress the Debian package's files into torchvision's raw folder."""
+    """Decompress the Debian package's files into torchvision's raw folder. Runs started
+    together (a sweep's processes) may do this at once: each writes its own temporary
+    file and renames it into place, so none truncates or moves another's."""
     if not all((DEBIAN_FASHION_MNIST / f"{name}.gz").is_file() for name in _IDX_FILES):
         return False
     raw.mkdir(parents=True, exist_ok=True)
     for name in _IDX_FILES:
         target = raw / name
         if not target.is_file():
-            tmp = target.with_suffix(".part")
-            with gzip.open(DEBIAN_FASHION_MNIST / f"{name}.gz") as src, tmp.open("wb") as dst:
-                shutil.copyfileobj(src, dst)
-            tmp.replace(target)  # never leave a half-written file under its real name
+            fd, tmp = tempfile.mkstemp(dir=raw, prefix=f"{name}.", suffix=".part")
+            try:
+                with (
+                    os.fdopen(fd, "wb") as dst,
+                    gzip.open(DEBIAN_FASHION_MNIST / f"{name}.gz") as src,
+                ):
+                    shutil.copyfileobj(src, dst)
+                os.replace(tmp, target)  # never a half-written file under its real name
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
     return True
 
 

@@ -6,6 +6,7 @@ own readers, FedAR Sec. 6.1), with a clear error when a dataset is missing."""
 from __future__ import annotations
 
 import gzip
+import shutil
 import struct
 from pathlib import Path
 
@@ -228,3 +229,32 @@ def test_relative_data_root_resolves_against_the_working_directory_in_every_engi
     assert seen.data.root == str(work / "data")
     _, labels = load_image_dataset("mnist", data_root(seen.data.root), train=False)
     assert labels.tolist() == written["t10k"][1].tolist() and offline == []
+
+
+def test_runs_decompressing_fashion_mnist_at_once_do_not_break_each_other(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Two runs of a sweep started together both decompress the Debian files: while one
+    copies, the other finishes the same file and renames it into place. Each must keep
+    its own temporary file (a shared ``NAME.part`` was truncated and moved away under the
+    first, whose rename then failed: seen with 6 runs started at once on a GPU machine)."""
+    debian = tmp_path / "debian"
+    debian.mkdir()
+    for name in sources._IDX_FILES:
+        with gzip.open(debian / f"{name}.gz", "wb") as f:
+            f.write(name.encode() * 1000)
+    monkeypatch.setattr(sources, "DEBIAN_FASHION_MNIST", debian)
+    raw = tmp_path / "root" / "FashionMNIST" / "raw"
+    copy, other_done = shutil.copyfileobj, []
+
+    def copy_while_another_run_installs(src, dst, *args) -> None:
+        if not other_done:  # the other run starts and finishes inside our first copy
+            other_done.append(True)
+            assert sources._install_debian_fashion_mnist(raw)
+        copy(src, dst, *args)
+
+    monkeypatch.setattr(sources.shutil, "copyfileobj", copy_while_another_run_installs)
+    assert sources._install_debian_fashion_mnist(raw)
+    assert sorted(p.name for p in raw.iterdir()) == sorted(sources._IDX_FILES)  # no .part
+    for name in sources._IDX_FILES:
+        assert (raw / name).read_bytes() == name.encode() * 1000
