@@ -38,13 +38,8 @@ from fedram_flwr.availability import (
     RandomAccessClientManager,
     TraceClientManager,
 )
-from fedram_flwr.message_api.availability import (
-    MAX_POLLS,
-    PARTITION_ACTION,
-    RoundView,
-    partition_id_query,
-    with_availability,
-)
+from fedram_flwr.message_api.availability import MAX_POLLS, RoundView, with_availability
+from fedram_flwr.message_api.partitions import PARTITION_ACTION, partition_id_query
 
 K = 5
 
