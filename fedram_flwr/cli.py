@@ -12,11 +12,17 @@ relative to the working directory ``fedram`` runs in, in every engine. ``--set F
 takes any YAML value (one field each); a ``--set`` of a swept field replaces the sweep's
 values by the one given. Bad input ends in ``fedram: error: ...`` (exit 2).
 
+``--api message`` (default) runs every engine through Flower's Message API (the algorithm's
+``flwr.serverapp`` strategy under ``with_availability``, the Message-API ClientApp);
+``--api legacy`` through the legacy Strategy / ClientManager / NumPyClient. Both give
+the same model (tests/engines/test_message_api_engines.py).
+
 Runs go to ``<out>/<scenario name>/<variant>/seed<k>``. A run whose status is already
 ``complete`` is skipped (rerunning a sweep resumes it) when its files are whole and its
-fingerprint says it ran the same resolved scenario and seed (other code: skipped with a
-note). A complete run of another scenario is never skipped: ``fedram run`` refuses before
-running anything and names ``--force``, which reruns everything. A damaged complete run,
+fingerprint says it ran the same resolved scenario and seed through the same API (other
+code: skipped with a note; the other API: run again, as the API is not in the path). A
+complete run of another scenario is never skipped: ``fedram run`` refuses before running
+anything and names ``--force``, which reruns everything. A damaged complete run,
 and a run left ``failed``, ``interrupted`` (its process died) or ``missing``, runs again.
 A folder another run is writing is left alone. A run that fails does not stop the sweep:
 the others run, the report lists it, and ``fedram run`` exits 1 naming it.
@@ -32,7 +38,7 @@ from pathlib import Path
 
 import yaml
 
-from fedram_flwr.app_config import parse_override
+from fedram_flwr.app_config import APIS, parse_override
 from fedram_flwr.config import Scenario, ScenarioError
 from fedram_flwr.data import DatasetNotFoundError
 from fedram_flwr.engines import (
@@ -40,6 +46,7 @@ from fedram_flwr.engines import (
     FlwrRunError,
     generate_tls_files,
     run_in_process,
+    run_message_in_process,
     run_with_flwr,
 )
 from fedram_flwr.outputs import RunDirectory, swept_values
@@ -61,6 +68,14 @@ def _parser() -> argparse.ArgumentParser:
         default="in-process",
         help="flwr: Flower's Simulation Engine; deployment: a local SuperLink and one "
         "SuperNode process per client, on loopback",
+    )
+    run.add_argument(
+        "--api",
+        choices=APIS,
+        default=APIS[0],
+        help="Flower's API the run goes through, in every engine: message (the algorithm's "
+        "flwr.serverapp strategy, with_availability, the Message-API ClientApp; default) or "
+        "legacy (Strategy, ClientManager, NumPyClient); both give the same model",
     )
     run.add_argument(
         "--tls",
@@ -156,7 +171,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         tag = f"[{i}/{len(jobs)}] {label} seed {seed}"
         try:
             with RunDirectory(run_dir).lock():
-                if not args.force and skip(RunDirectory(run_dir), tag):
+                if not args.force and skip(RunDirectory(run_dir), tag, args.api):
                     continue
                 RunDirectory(run_dir).write_variant(label, swept[label])
                 run_one(args, kills, variant, seed, run_dir, tag)
@@ -196,8 +211,9 @@ def refuse_changed(jobs: list[tuple[str, Scenario, int, Path]]) -> None:
         )
 
 
-def skip(run: RunDirectory, tag: str) -> bool:
-    """Whether ``run`` (locked by us) is complete and whole: skip it (saying so)."""
+def skip(run: RunDirectory, tag: str, api: str) -> bool:
+    """Whether ``run`` (locked by us) is complete, whole and made through ``api``: skip
+    it (saying so)."""
     status = run.status()
     if status in ACTIVE:  # we hold its lock: whoever wrote that is gone
         status = "interrupted"
@@ -208,6 +224,9 @@ def skip(run: RunDirectory, tag: str) -> bool:
     why = run.damage()
     if why is not None:
         print(f"{tag}: complete but damaged ({why}), running it again", file=sys.stderr)
+        return False
+    if run.api() != api:
+        print(f"{tag}: complete with the {run.api()} API, running it again", file=sys.stderr)
         return False
     recorded = run.fingerprint().get("code", {}).get("source")
     note = ""
@@ -240,7 +259,10 @@ def run_one(
             kill_after=kills,
             env=DEPLOYMENT_LATENCY_ENV if deployment else None,
             timeout=args.time_limit,
+            api=args.api,
         )
+    elif args.api == "message":
+        run_message_in_process(variant, seed, run_dir, label=tag)
     else:
         run_in_process(variant, seed, run_dir, label=tag)
 

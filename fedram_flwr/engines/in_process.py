@@ -139,16 +139,18 @@ def run_in_process(
     *,
     label: str = "",
     serve: Callable[[Experiment, RunDirectory, str], None] | None = None,
+    api: str = "legacy",
 ) -> RunDirectory:
     """Run one (scenario, seed) to completion; the run directory records it. Holds the
     folder's lock throughout (:class:`~fedram_flwr.rundir.RunDirectoryBusy` at once if
     another run writes it); SIGTERM and SIGHUP, like Ctrl-C, end the run ``failed``.
     ``serve(exp, run_dir, label)`` runs the rounds: Flower's legacy server loop unless
-    given (the Message API's: :mod:`fedram_flwr.engines.message_in_process`)."""
+    given (the Message API's: :mod:`fedram_flwr.engines.message_in_process`); ``api``
+    names which in the run's fingerprint."""
     out = RunDirectory(run_dir)
     with out.lock(), signals_raise(signal.SIGTERM, signal.SIGHUP):
         exp = Experiment(scenario, seed)
-        out.start(scenario.to_dict(), seed, engine="in-process")
+        out.start(scenario.to_dict(), seed, engine="in-process", api=api)
         try:
             (serve or _serve)(exp, out, label)
         except BaseException as err:

@@ -116,14 +116,20 @@ def run_message_in_process(
     scenario: Scenario,
     seed: int,
     run_dir: str | Path,
-    components: ComponentsFn,
+    components: ComponentsFn | None = None,
     *,
     label: str = "",
 ) -> RunDirectory:
     """Run one (scenario, seed) to completion through ``components(Experiment(scenario,
-    seed))``; the run directory records it (see :func:`run_in_process`)."""
+    seed))`` (default :func:`project_components`: the scenario's own algorithm, oracle
+    and clients); the run directory records it (see :func:`run_in_process`)."""
     return run_in_process(
-        scenario, seed, run_dir, label=label, serve=partial(serve_messages, components)
+        scenario,
+        seed,
+        run_dir,
+        label=label,
+        serve=partial(serve_messages, components or project_components),
+        api="message",
     )
 
 
