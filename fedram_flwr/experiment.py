@@ -35,10 +35,13 @@ def weighted_mean_metrics(results: list[tuple[int, Metrics]]) -> Metrics:
 def weighted_mean_records(contents: list[RecordDict], weighted_by_key: str) -> MetricRecord:
     """:func:`weighted_mean_metrics` of Message-API replies (Flower's
     ``train_metrics_aggr_fn``): each reply's one ``MetricRecord``, weighted by its
-    ``weighted_by_key``."""
+    ``weighted_by_key`` (left out of the means, as the legacy rows have it)."""
     records = [next(iter(c.metric_records.values())) for c in contents]
-    means = weighted_mean_metrics([(int(r[weighted_by_key]), dict(r)) for r in records])
-    return MetricRecord(means)
+    weighted = [
+        (int(r[weighted_by_key]), {k: v for k, v in r.items() if k != weighted_by_key})
+        for r in records
+    ]  # m_i is the weight, as a legacy FitRes's num_examples, not a metric
+    return MetricRecord(weighted_mean_metrics(weighted))
 
 
 def build_oracle(scenario: Scenario, seed: int) -> OracleClientManager:
