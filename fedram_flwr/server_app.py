@@ -76,7 +76,7 @@ def serve_messages(grid: Grid, context: Context) -> None:
     recorder = MessageRecordingStrategy(
         available,
         out,
-        partition_of=available.partition_of.__getitem__,
+        partition_of=lambda node: available.partition_of[node],  # learnt in round 1
         num_clients=exp.scenario.data.num_clients,
         evaluate=project_evaluate(exp, strategy),
         **recorder_settings(exp, label),
