@@ -7,7 +7,10 @@ lock, signals and failure handling (:func:`~fedram_flwr.engines.in_process.run_i
 
 What runs is given by a :data:`ComponentsFn`: ``Experiment -> MessageComponents`` (the
 strategy, the ClientApp, the initial arrays, the server evaluation, the configs), so any
-Message-API strategy and ClientApp plug in: Flower's own, or the project's.
+Message-API strategy and ClientApp plug in: Flower's own, or the project's. The default,
+:func:`project_components` (``fedram run --api message``), is the scenario's algorithm as
+its Message-API strategy under ``with_availability`` and the project's ClientApp: the
+legacy run's model, rows and files, bit for bit (tests/engines/test_message_api_engines.py).
 """
 
 from __future__ import annotations
