@@ -6,7 +6,8 @@ wraps another and records every round as the legacy
 What it records, and from where (Flower's ``Strategy.start`` loop, unchanged):
 - ``active``: the oracle's draw of the round under an availability wrapper (as the legacy
   recorder records it, also when the strategy picks some of the available nodes, as
-  FedAvg(S) and rFedFair do), else the partitions ``configure_train`` sends to;
+  FedAvg(S) and rFedFair do), else the partitions ``configure_train`` sends to; under
+  the ``connected`` oracle also the partitions it saw ``connected``, as the legacy rows;
 - ``relayed`` / ``failures``: the partitions of the train replies without error, and the
   number of error replies handed to ``aggregate_train``; the aggregated train metrics as
   ``fit-*``; the strategy's ``diagnostics()`` (``q``, availability estimates) if it has
@@ -102,6 +103,8 @@ class MessageRecordingStrategy(RoundRecorder, MessageStrategy):
         drawn = None
         if isinstance(self.strategy, AvailabilityStrategy):
             drawn = self.strategy.relayed.get(server_round)
+            if server_round in self.strategy.connected:  # physical availability
+                self._row["connected"] = self.strategy.connected[server_round]
         if drawn is None:
             drawn = [self.partition_of(m.metadata.dst_node_id) for m in messages]
         self._row["active"] = sorted(drawn)

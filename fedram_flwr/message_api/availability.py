@@ -166,7 +166,8 @@ class AvailabilityStrategy(Strategy):
     waits for the nodes the oracle needs; ``query_timeout`` (s, > 0; default the
     oracle's ``wait_timeout``): how long the partition-id query waits for answers;
     ``poll_interval`` (s): between two looks at the grid while waiting.
-    ``relayed[r]``: the partition ids round r relayed."""
+    ``relayed[r]``: the partition ids round r relayed; ``connected[r]``: under the
+    ``connected`` oracle, the partitions connected when round r was configured."""
 
     def __init__(
         self,
@@ -189,6 +190,7 @@ class AvailabilityStrategy(Strategy):
         self.partition_of: dict[int, int] = {}  # node id -> partition id
         self.num_examples: dict[int, int] = {}  # partition id -> m_i, where nodes report it
         self.relayed: dict[int, list[int]] = {}  # round -> partition ids relayed
+        self.connected: dict[int, list[int]] = {}  # round -> partitions connected (connected)
         self._round: tuple[int, list[int]] | None = None  # (round, its node ids)
 
     def __getattr__(self, name: str) -> Any:
@@ -228,6 +230,7 @@ class AvailabilityStrategy(Strategy):
             return list(self._round[1])
         if isinstance(self.oracle, ConnectedClientManager):
             node_of = self._connected_nodes(grid, first=not self.relayed)
+            self.connected[server_round] = sorted(node_of)
             pids = connected_sample(
                 list(node_of), self.oracle.clients_per_round, self.oracle.seed, server_round
             )

@@ -167,3 +167,22 @@ def test_flower_engines_through_the_message_api_give_the_legacy_run(
     for name, run in runs.items():
         assert run.api() == "message"
         assert_same_run(legacy_runs[name], run, f"{engine} {name}")
+
+
+def test_physical_availability_rows_match_too(tmp_path: Path) -> None:
+    """Under the ``connected`` oracle (whoever is connected answers) both APIs record the
+    same rows, ``connected`` included, and the same model."""
+    raw = copy.deepcopy(TINY_GAUSSIAN)
+    raw.update(rounds=2, availability={"oracle": "connected", "params": {}})
+    path = tmp_path / "connected.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    legacy = run_in_process(load_scenario(path), SEED, tmp_path / "legacy")
+    message = run_message_in_process(load_scenario(path), SEED, tmp_path / "message")
+    rows = [(a, b) for a, b in zip(legacy.read_metrics(), message.read_metrics(), strict=True)]
+    assert all(b["connected"] == [0, 1, 2] for _, b in rows[1:])
+    for a, b in rows:
+        assert {k: v for k, v in a.items() if "seconds" not in k} == {
+            k: v for k, v in b.items() if "seconds" not in k
+        }
+    for x, y in zip(final_arrays(legacy), final_arrays(message), strict=True):
+        np.testing.assert_array_equal(x, y)
