@@ -7,7 +7,12 @@ round by the RAM, logistic regression, one local epoch; seed 0), run by
 * ``simulation``: ``flwr run .`` on Flower's Simulation Engine (Ray, 3 virtual nodes);
 * ``deployment``: ``flwr run .`` against a SuperLink and 3 SuperNode processes on
   loopback, with Flower's defaults, then with :data:`DEPLOYMENT_LATENCY_ENV`
-  (SuperExec task poll 0.2 s instead of 1 s), then that plus TLS.
+  (SuperExec task poll 0.2 s instead of 1 s), then that plus TLS;
+
+each through Flower's legacy API (Strategy, ClientManager, NumPyClient), then in-process,
+Simulation and Deployment (poll 0.2 s) again through the Message API (the Message-API
+strategy under ``with_availability``, the Message-API ClientApp; ``fedram run``'s
+default), all in the same run of this script.
 
 Per round: the server's wall time from one round's end to the next (``round-seconds``),
 median over rounds 2..R+1 (round 1 starts actors / resolves partition ids; the last
@@ -39,6 +44,7 @@ from fedram_flwr.engines import (
     DEPLOYMENT_LATENCY_ENV,
     generate_tls_files,
     run_in_process,
+    run_message_in_process,
     run_with_flwr,
 )
 from fedram_flwr.outputs import RunDirectory
@@ -53,7 +59,7 @@ def timed_rounds(run: RunDirectory) -> list[dict[str, Any]]:
     return rows[1:-1]
 
 
-def measure(name: str, run: Any) -> dict[str, Any]:
+def measure(name: str, api: str, run: Any) -> dict[str, Any]:
     """Run ``run() -> RunDirectory`` and summarise its rounds."""
     t0 = time.monotonic()
     out = run()
@@ -64,6 +70,7 @@ def measure(name: str, run: Any) -> dict[str, Any]:
     start = json.loads(timing.read_text())["first-round"] if timing.is_file() else None
     return {
         "engine": name,
+        "api": api,
         "s_per_round": statistics.median(rounds),
         "min_s_per_round": min(rounds),
         "max_s_per_round": max(rounds),
@@ -77,14 +84,14 @@ def measure(name: str, run: Any) -> dict[str, Any]:
 def table(results: list[dict[str, Any]]) -> str:
     base = results[0]["s_per_round"]
     lines = [
-        "| engine | s / round (median) | min - max | x in-process | local SGD s / round "
-        "| start-up s |",
-        "|---|---|---|---|---|---|",
+        "| engine | API | s / round (median) | min - max | x in-process (legacy) "
+        "| local SGD s / round | start-up s |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in results:
         start = "-" if r["start_s"] is None else f"{r['start_s']:.0f}"
         lines.append(
-            f"| {r['engine']} | {r['s_per_round']:.3f} | {r['min_s_per_round']:.3f} - "
+            f"| {r['engine']} | {r['api']} | {r['s_per_round']:.3f} | {r['min_s_per_round']:.3f} - "
             f"{r['max_s_per_round']:.3f} | {r['s_per_round'] / base:.0f} | "
             f"{r['local_sgd_s_per_round']:.3f} | {start} |"
         )
@@ -109,29 +116,38 @@ def main() -> None:
         scen.write_text(yaml.safe_dump({**s.to_dict(), "name": "bench", "seeds": [args.seed]}))
         tls = generate_tls_files(tmp / "tls")
 
-        def flwr(name: str, **kwargs: Any) -> Any:
-            return lambda: run_with_flwr(scen, args.seed, tmp / name, timeout=1800, **kwargs)
+        def flwr(name: str, api: str, **kwargs: Any) -> Any:
+            folder = tmp / f"{name}-{api}"
+            return lambda: run_with_flwr(scen, args.seed, folder, timeout=1800, api=api, **kwargs)
 
-        def in_process() -> RunDirectory:
-            with contextlib.redirect_stderr(io.StringIO()):
-                return run_in_process(s, args.seed, tmp / "in-process")
+        def in_process(api: str) -> Any:
+            engine = run_message_in_process if api == "message" else run_in_process
 
+            def run() -> RunDirectory:
+                with contextlib.redirect_stderr(io.StringIO()):
+                    return engine(s, args.seed, tmp / f"in-process-{api}")
+
+            return run
+
+        tuned = dict(engine="deployment", env=DEPLOYMENT_LATENCY_ENV)
+        poll = "Deployment Engine, SuperExec poll 0.2 s"
         runs = [
-            ("in-process", in_process),
-            ("Simulation Engine", flwr("simulation")),
-            ("Deployment Engine, Flower defaults", flwr("dep-default", engine="deployment")),
+            ("in-process", "legacy", in_process("legacy")),
+            ("Simulation Engine", "legacy", flwr("simulation", "legacy")),
             (
-                "Deployment Engine, SuperExec poll 0.2 s",
-                flwr("dep-tuned", engine="deployment", env=DEPLOYMENT_LATENCY_ENV),
+                "Deployment Engine, Flower defaults",
+                "legacy",
+                flwr("dep-default", "legacy", engine="deployment"),
             ),
-            (
-                "Deployment Engine, SuperExec poll 0.2 s, TLS",
-                flwr("dep-tls", engine="deployment", env=DEPLOYMENT_LATENCY_ENV, tls=tls),
-            ),
+            (poll, "legacy", flwr("dep-tuned", "legacy", **tuned)),
+            (f"{poll}, TLS", "legacy", flwr("dep-tls", "legacy", tls=tls, **tuned)),
+            ("in-process", "message", in_process("message")),
+            ("Simulation Engine", "message", flwr("simulation", "message")),
+            (poll, "message", flwr("dep-tuned", "message", **tuned)),
         ]
         results = []
-        for name, run in runs:
-            results.append(measure(name, run))
+        for name, api, run in runs:
+            results.append(measure(name, api, run))
             print(json.dumps(results[-1]), flush=True)
     relayed = {json.dumps(r.pop("relayed")) for r in results}
     if len(relayed) != 1:

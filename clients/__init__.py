@@ -1,12 +1,13 @@
-"""The local objectives (imported as ``fedram_flwr.clients``): one local fit each, the
-legacy NumPyClient over it, and the Message-API blocks a user's ``@app.train()`` calls
-(:mod:`fedram_flwr.clients.message`)."""
+"""Local objectives (imported as ``fedram_flwr.clients``): the legacy NumPyClients and the
+Message-API building blocks a user's ``@app.train()`` / ``@app.evaluate()`` calls
+(:mod:`~fedram_flwr.clients.message`), over the same local fits."""
 
 from fedram_flwr.clients.ca_fed import CAFedClient
 from fedram_flwr.clients.cvar import CVaRClient
 from fedram_flwr.clients.erm import ERMClient
 from fedram_flwr.clients.message import (
     evaluate,
+    partition_id,
     train_ca_fed,
     train_cvar,
     train_erm,
@@ -23,6 +24,7 @@ __all__ = [
     "RCFLClient",
     "ScaffoldClient",
     "evaluate",
+    "partition_id",
     "train_ca_fed",
     "train_cvar",
     "train_erm",

@@ -13,12 +13,27 @@ from fedram_flwr.registry import load_scenario, with_overrides
 from fedram_flwr.schema import load_yaml
 
 __all__ = [
+    "APIS",
     "APP_ROOT",
     "parse_override",
     "parse_overrides",
+    "run_api",
     "run_settings",
     "scenario_from_run_config",
 ]
+
+
+APIS = ("message", "legacy")
+"""Flower's API a run goes through (run config ``api``, ``fedram run --api``); the first
+is the default: the Message API (``flwr.serverapp`` strategies, ``@app.main()``), or the
+legacy one (Strategy, ClientManager, NumPyClient)."""
+
+
+def run_api(api: Any) -> str:
+    """``api`` checked against :data:`APIS`."""
+    if str(api) not in APIS:
+        raise ScenarioError(f"api: unknown {api!r}; allowed values: {', '.join(APIS)}")
+    return str(api)
 
 
 def parse_override(item: str) -> tuple[str, Any]:

@@ -12,11 +12,19 @@ relative to the working directory ``fedram`` runs in, in every engine. ``--set F
 takes any YAML value (one field each); a ``--set`` of a swept field replaces the sweep's
 values by the one given. Bad input ends in ``fedram: error: ...`` (exit 2).
 
+``--api message`` runs a run through Flower's Message API (the algorithm's
+``flwr.serverapp`` strategy under ``with_availability``, the Message-API ClientApp; the
+default of ``--engine flwr`` and ``deployment``, as of ``flwr run .``); ``--api legacy``
+through the legacy Strategy / ClientManager / NumPyClient (the in-process default: only
+that loop checkpoints and resumes). Both give the same model
+(tests/engines/test_message_api_engines.py).
+
 Runs go to ``<out>/<scenario name>/<variant>/seed<k>``. A run whose status is already
 ``complete`` is skipped (rerunning a sweep resumes it) when its files are whole and its
-fingerprint says it ran the same resolved scenario and seed (other code: skipped with a
-note). A complete run of another scenario is never skipped: ``fedram run`` refuses before
-running anything and names ``--force``, which reruns everything. A damaged complete run,
+fingerprint says it ran the same resolved scenario and seed through the same API (other
+code: skipped with a note; the other API: run again, as the API is not in the path). A
+complete run of another scenario is never skipped: ``fedram run`` refuses before running
+anything and names ``--force``, which reruns everything. A damaged complete run,
 and a run left ``failed``, ``interrupted`` (its process died) or ``missing``, runs again.
 A folder another run is writing is left alone. A run that fails does not stop the sweep:
 the others run, the report lists it, and ``fedram run`` exits 1 naming it.
@@ -39,7 +47,7 @@ from pathlib import Path
 
 import yaml
 
-from fedram_flwr.app_config import parse_override
+from fedram_flwr.app_config import APIS, parse_override
 from fedram_flwr.config import Scenario, ScenarioError
 from fedram_flwr.data import DatasetNotFoundError
 from fedram_flwr.engines import (
@@ -47,6 +55,7 @@ from fedram_flwr.engines import (
     FlwrRunError,
     generate_tls_files,
     run_in_process,
+    run_message_in_process,
     run_with_flwr,
 )
 from fedram_flwr.outputs import RunDirectory, swept_values
@@ -68,6 +77,15 @@ def _parser() -> argparse.ArgumentParser:
         default="in-process",
         help="flwr: Flower's Simulation Engine; deployment: a local SuperLink and one "
         "SuperNode process per client, on loopback",
+    )
+    run.add_argument(
+        "--api",
+        choices=APIS,
+        default=None,
+        help="Flower's API the run goes through: message (the algorithm's flwr.serverapp "
+        "strategy, with_availability, the Message-API ClientApp; the default of the Flower "
+        "engines) or legacy (Strategy, ClientManager, NumPyClient; the in-process default, "
+        "since only its runs checkpoint and resume); both give the same model",
     )
     run.add_argument(
         "--tls",
@@ -143,6 +161,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise ScenarioError(
             "--checkpoint-every: a number of rounds >= 0 (0: never), with the in-process engine"
         )
+    if args.api is None:  # in-process: the loop that checkpoints; Flower's engines: as flwr run
+        args.api = "legacy" if args.engine == "in-process" else "message"
+    if args.checkpoint_every is not None and args.api != "legacy":
+        raise ScenarioError("--checkpoint-every: only --api legacy runs checkpoint and resume")
     scenario = load_scenario(args.scenario)
     overrides = dict(parse_override(item) for item in args.overrides)
     if args.seeds:
@@ -178,7 +200,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         tag = f"[{i}/{len(jobs)}] {label} seed {seed}"
         try:
             with RunDirectory(run_dir).lock():
-                if not args.force and skip(RunDirectory(run_dir), tag):
+                if not args.force and skip(RunDirectory(run_dir), tag, args.api):
                     continue
                 RunDirectory(run_dir).write_variant(label, swept[label])
                 run_one(args, kills, variant, seed, run_dir, tag)
@@ -235,8 +257,9 @@ def refuse_resumable(jobs: list[tuple[str, Scenario, int, Path]], engine: str) -
         )
 
 
-def skip(run: RunDirectory, tag: str) -> bool:
-    """Whether ``run`` (locked by us) is complete and whole: skip it (saying so)."""
+def skip(run: RunDirectory, tag: str, api: str) -> bool:
+    """Whether ``run`` (locked by us) is complete, whole and made through ``api``: skip
+    it (saying so)."""
     status = run.status()
     if status in ACTIVE:  # we hold its lock: whoever wrote that is gone
         status = "interrupted"
@@ -247,6 +270,9 @@ def skip(run: RunDirectory, tag: str) -> bool:
     why = run.damage()
     if why is not None:
         print(f"{tag}: complete but damaged ({why}), running it again", file=sys.stderr)
+        return False
+    if run.api() != api:
+        print(f"{tag}: complete with the {run.api()} API, running it again", file=sys.stderr)
         return False
     recorded = run.fingerprint().get("code", {}).get("source")
     note = ""
@@ -279,7 +305,10 @@ def run_one(
             kill_after=kills,
             env=DEPLOYMENT_LATENCY_ENV if deployment else None,
             timeout=args.time_limit,
+            api=args.api,
         )
+    elif args.api == "message":
+        run_message_in_process(variant, seed, run_dir, label=tag)
     else:
         run_in_process(
             variant,

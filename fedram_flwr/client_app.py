@@ -9,10 +9,14 @@ API's handlers, which call the blocks of :mod:`fedram_flwr.clients.message` on t
 scenario's model and data (batches in the same seeded order), and hands every legacy
 message to ``app``: named in pyproject's ``[tool.flwr.app.components]`` as
 ``clientapp = "fedram_flwr.client_app:message_app"`` it serves both APIs, so the server
-alone (its run config) picks the API.
+alone (its run config) picks the API. It answers the partition-id query of the Message
+API's availability wrapper (with the node's m_i). :func:`project_message_app` builds it
+over any source of the node's experiment (the in-process engine hands it its own).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 from flwr.app import Context, Message
@@ -23,6 +27,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from fedram_flwr.app_config import run_settings
 from fedram_flwr.clients.message import evaluate, objective_for, partition_id
 from fedram_flwr.experiment import Experiment
+from fedram_flwr.message_api.partitions import PARTITION_ACTION, partition_id_query
 
 
 def node_experiment(context: Context) -> tuple[Experiment, int]:
@@ -36,6 +41,20 @@ def node_experiment(context: Context) -> tuple[Experiment, int]:
             f"{scenario.data.num_clients}: use num-supernodes={scenario.data.num_clients}"
         )
     return Experiment(scenario, seed), pid
+
+
+ExperimentOf = Callable[[Context], tuple[Experiment, int]]
+"""A node's experiment and partition id, from its ``Context``."""
+
+
+def legacy_app(experiment_of: ExperimentOf = node_experiment) -> ClientApp:
+    """The legacy-API ClientApp over the node's experiment: one NumPyClient per message."""
+
+    def client_of(context: Context) -> Client:
+        exp, pid = experiment_of(context)
+        return exp.client(pid, context.state).to_client()
+
+    return ClientApp(client_fn=client_of)
 
 
 def client_fn(context: Context) -> Client:
@@ -72,23 +91,37 @@ class BothAPIsClientApp(ClientApp):
         return super().__call__(message, context)
 
 
-message_app = BothAPIsClientApp(app)
-"""The Message-API ClientApp; legacy messages go to ``app``."""
+def project_message_app(experiment_of: ExperimentOf = node_experiment) -> BothAPIsClientApp:
+    """The project's Message-API ClientApp over the node's experiment (``experiment_of``:
+    from the run config, or one given in-process): train, evaluate, the partition-id
+    query (with the node's m_i); legacy messages go to :func:`legacy_app`'s."""
+    legacy = app if experiment_of is node_experiment else legacy_app(experiment_of)
+    message_app = BothAPIsClientApp(legacy)
+
+    @message_app.train()
+    def train(msg: Message, context: Context) -> Message:
+        """The scenario's local objective on the node's data, as its legacy client trains."""
+        exp, pid = experiment_of(context)
+        client = exp.client(pid, context.state)
+        return objective_for(type(client)).reply(msg, context, client.trainer)
+
+    @message_app.evaluate()
+    def evaluate_partition(msg: Message, context: Context) -> Message:
+        """Loss and accuracy of the received model on the node's own test set
+        (``client_test``, the per-client test split of the scenario's data)."""
+        exp, pid = experiment_of(context)
+        d, own = exp.data, exp.data.client_test[pid]
+        data = TensorDataset(torch.from_numpy(d.test_x[own]), torch.from_numpy(d.test_y[own]))
+        return evaluate(msg, context, exp.new_model(), DataLoader(data, batch_size=4096))
+
+    @message_app.query(PARTITION_ACTION)
+    def partition(msg: Message, context: Context) -> Message:
+        """The partition-id contract, with m_i (rFedFair's p_i = m_i / m)."""
+        exp, pid = experiment_of(context)
+        return partition_id_query(msg, context, num_examples=len(exp.data.client_y[pid]))
+
+    return message_app
 
 
-@message_app.train()
-def train(msg: Message, context: Context) -> Message:
-    """The scenario's local objective on the node's data, as its legacy client trains."""
-    exp, pid = node_experiment(context)
-    client = exp.client(pid, context.state)
-    return objective_for(type(client)).reply(msg, context, client.trainer)
-
-
-@message_app.evaluate()
-def evaluate_partition(msg: Message, context: Context) -> Message:
-    """Loss and accuracy of the received model on the node's own test set
-    (``client_test``, the per-client test split of the scenario's data)."""
-    exp, pid = node_experiment(context)
-    d, own = exp.data, exp.data.client_test[pid]
-    data = TensorDataset(torch.from_numpy(d.test_x[own]), torch.from_numpy(d.test_y[own]))
-    return evaluate(msg, context, exp.new_model(), DataLoader(data, batch_size=4096))
+message_app = project_message_app()
+"""The Message-API ClientApp of ``flwr run .``; legacy messages go to ``app``."""

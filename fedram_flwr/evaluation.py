@@ -100,6 +100,10 @@ def client_test_metrics(
     }
 
 
+EvaluateFn = Callable[[int, NDArrays, dict[str, Scalar]], tuple[float, dict[str, Scalar]] | None]
+"""Flower's legacy ``evaluate_fn``: (server round, model arrays, config) -> (loss, metrics)."""
+
+
 def make_evaluate_fn(
     model: nn.Module,
     x: np.ndarray,
@@ -113,7 +117,7 @@ def make_evaluate_fn(
     client_y: Sequence[np.ndarray] | None = None,
     client_test: Sequence[np.ndarray] | None = None,
     hcvar_alpha: Sequence[float] = (0.5,),
-) -> Callable[[int, NDArrays, dict[str, Scalar]], tuple[float, dict[str, Scalar]] | None]:
+) -> EvaluateFn:
     """A Flower ``evaluate_fn`` testing every ``every`` rounds, at round 0 and the last.
 
     With ``client_x``/``client_y`` (the clients' training sets) it also reports

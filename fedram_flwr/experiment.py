@@ -10,14 +10,16 @@ from __future__ import annotations
 from functools import cached_property
 
 import numpy as np
+from flwr.app import MetricRecord
 from flwr.client import NumPyClient
 from flwr.common import Metrics, RecordDict
 from flwr.server.strategy import Strategy
+from flwr.serverapp.strategy import Strategy as MessageStrategy
 
 from fedram_flwr.availability import OracleClientManager
 from fedram_flwr.config import Scenario
 from fedram_flwr.data import FederatedData, load_federated_data
-from fedram_flwr.evaluation import make_evaluate_fn
+from fedram_flwr.evaluation import EvaluateFn, make_evaluate_fn
 from fedram_flwr.models import build_model, get_weights
 from fedram_flwr.protocol import SERVER_ROUND
 from fedram_flwr.registry import algorithm_params, algorithm_spec, oracle_params, oracle_spec
@@ -28,6 +30,18 @@ def weighted_mean_metrics(results: list[tuple[int, Metrics]]) -> Metrics:
     total = sum(n for n, _ in results)
     keys = {k for _, m in results for k, v in m.items() if isinstance(v, (int, float))}
     return {k: sum(n * float(m[k]) for n, m in results if k in m) / total for k in sorted(keys)}
+
+
+def weighted_mean_records(contents: list[RecordDict], weighted_by_key: str) -> MetricRecord:
+    """:func:`weighted_mean_metrics` of Message-API replies (Flower's
+    ``train_metrics_aggr_fn``): each reply's one ``MetricRecord``, weighted by its
+    ``weighted_by_key`` (left out of the means, as the legacy rows have it)."""
+    records = [next(iter(c.metric_records.values())) for c in contents]
+    weighted = [
+        (int(r[weighted_by_key]), {k: v for k, v in r.items() if k != weighted_by_key})
+        for r in records
+    ]  # m_i is the weight, as a legacy FitRes's num_examples, not a metric
+    return MetricRecord(weighted_mean_metrics(weighted))
 
 
 def build_oracle(scenario: Scenario, seed: int) -> OracleClientManager:
@@ -72,8 +86,25 @@ class Experiment:
     def client_manager(self) -> OracleClientManager:
         return build_oracle(self.scenario, self.seed)
 
-    def strategy(self) -> Strategy:
+    def evaluate_fn(self) -> EvaluateFn:
+        """The server-side evaluation of a model (Flower's legacy ``evaluate_fn``)."""
         s, d = self.scenario, self.data
+        return make_evaluate_fn(
+            self.new_model(),
+            d.test_x,
+            d.test_y,
+            num_classes=d.num_classes,
+            rare_classes=d.rare_classes,
+            every=s.eval_every,
+            num_rounds=s.rounds,
+            client_x=d.client_x if s.client_metrics else None,
+            client_y=d.client_y if s.client_metrics else None,
+            client_test=d.client_test if s.client_metrics else None,
+            hcvar_alpha=s.hcvar_alpha,
+        )
+
+    def strategy(self) -> Strategy:
+        s = self.scenario
         common = dict(
             fraction_fit=1.0,
             fraction_evaluate=0.0,
@@ -82,22 +113,27 @@ class Experiment:
             min_available_clients=s.data.num_clients,
             on_fit_config_fn=lambda r: {SERVER_ROUND: r},
             fit_metrics_aggregation_fn=weighted_mean_metrics,
-            evaluate_fn=make_evaluate_fn(
-                self.new_model(),
-                d.test_x,
-                d.test_y,
-                num_classes=d.num_classes,
-                rare_classes=d.rare_classes,
-                every=s.eval_every,
-                num_rounds=s.rounds,
-                client_x=d.client_x if s.client_metrics else None,
-                client_y=d.client_y if s.client_metrics else None,
-                client_test=d.client_test if s.client_metrics else None,
-                hcvar_alpha=s.hcvar_alpha,
-            ),
+            evaluate_fn=self.evaluate_fn(),
         )
         theta = get_weights(self.new_model())
         return algorithm_spec(s).build_strategy(algorithm_params(s), self, theta, **common)
+
+    def message_strategy(self) -> MessageStrategy:
+        """The algorithm's Message-API strategy (same core and hyper-parameters as
+        :meth:`strategy`), set up as the legacy one: every node it is shown trains
+        (an availability wrapper shows the oracle's), no federated evaluation, the fit
+        metrics' example-weighted means. The model comes with ``start``."""
+        s = self.scenario
+        return algorithm_spec(s).build_message_strategy(
+            algorithm_params(s),
+            self,
+            fraction_train=1.0,
+            fraction_evaluate=0.0,
+            min_train_nodes=1,
+            min_evaluate_nodes=0,
+            min_available_nodes=1,
+            train_metrics_aggr_fn=weighted_mean_records,
+        )
 
     def client(self, partition_id: int, state: RecordDict | None = None) -> NumPyClient:
         """Client ``partition_id``; ``state`` is its ``Context.state`` (kept across rounds)."""

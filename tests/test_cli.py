@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from fedram_flwr.cli import main
+from fedram_flwr.message_api import FedCVaRAvg as MessageFedCVaRAvg
 from fedram_flwr.outputs import RunDirectory
 from fedram_flwr.strategies import FedCVaRAvg
 from tests.helpers import TINY_GAUSSIAN, final_arrays, run_killed, without_timings
@@ -156,20 +157,24 @@ def test_report_tabulates_every_variant_of_the_runs(tmp_path: Path, capsys) -> N
     assert len(rows) % 2 == 0 and len(rows) >= 4
 
 
+@pytest.mark.parametrize(
+    "api, strategy, method",
+    [("legacy", FedCVaRAvg, "aggregate_fit"), ("message", MessageFedCVaRAvg, "aggregate_train")],
+)
 def test_a_failed_run_is_reported_and_the_sweep_goes_on(
-    tmp_path: Path, capsys, monkeypatch
+    tmp_path: Path, capsys, monkeypatch, api: str, strategy: type, method: str
 ) -> None:
-    real, calls = FedCVaRAvg.aggregate_fit, []
+    real, calls = getattr(strategy, method), []
 
-    def boom(self, server_round, results, failures):  # breaks the first run only
+    def boom(self, server_round, *replies):  # breaks the first run only
         calls.append(server_round)
         if len(calls) == 1:
             raise RuntimeError(f"aggregation broke in round {server_round}")
-        return real(self, server_round, results, failures)
+        return real(self, server_round, *replies)
 
-    monkeypatch.setattr(FedCVaRAvg, "aggregate_fit", boom)
+    monkeypatch.setattr(strategy, method, boom)
     out = tmp_path / "runs"
-    code, stdout, err = fedram(capsys, "run", write_scenario(tmp_path), "--out", out)
+    code, stdout, err = fedram(capsys, "run", write_scenario(tmp_path), "--out", out, "--api", api)
     assert code == 1
     root = out / "tiny-gaussian"
     run = RunDirectory(root / LABELS[0] / "seed0")
@@ -300,19 +305,28 @@ def test_a_dead_run_reads_interrupted_and_is_run_again(tmp_path: Path, capsys) -
     assert RunDirectory(folder).status() == "complete"
 
 
-def test_sigterm_in_process_leaves_failed(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("api", "strategy", "method"),
+    [
+        ("legacy", "fedram_flwr.strategies", "aggregate_fit"),
+        ("message", "fedram_flwr.message_api", "aggregate_train"),
+    ],
+)
+def test_sigterm_in_process_leaves_failed(
+    tmp_path: Path, api: str, strategy: str, method: str
+) -> None:
     scenario, out = write_scenario(tmp_path), tmp_path / "runs"
     code = (
         "import os, signal, sys\n"
         "from fedram_flwr.cli import main\n"
-        "from fedram_flwr.strategies import FedCVaRAvg\n"
-        "real = FedCVaRAvg.aggregate_fit\n"
-        "def fit(self, rnd, results, failures):\n"
+        f"from {strategy} import FedCVaRAvg\n"
+        f"real = FedCVaRAvg.{method}\n"
+        "def step(self, rnd, *rest):\n"
         "    if rnd == 2: os.kill(os.getpid(), signal.SIGTERM)\n"
-        "    return real(self, rnd, results, failures)\n"
-        "FedCVaRAvg.aggregate_fit = fit\n"
+        "    return real(self, rnd, *rest)\n"
+        f"FedCVaRAvg.{method} = step\n"
         f"sys.exit(main(['run', {str(scenario)!r}, '--out', {str(out)!r},"
-        " '--variant', 'alpha=0.1']))"
+        f" '--variant', 'alpha=0.1', '--api', {api!r}]))"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 128 + signal.SIGTERM, proc.stderr[-2000:]
@@ -466,3 +480,22 @@ def test_set_on_a_swept_field_replaces_the_sweep(tmp_path: Path, capsys, monkeyp
     assert sorted(p.name for p in (runs / "tiny-gaussian").iterdir() if p.is_dir()) == ["default"]
     written = RunDirectory(runs / "tiny-gaussian" / "default" / "seed0").scenario()
     assert written["algorithm"]["params"]["alpha"] == 0.5 and written["sweep"] == {}
+
+
+def test_a_run_made_through_the_other_api_is_run_again(tmp_path: Path, capsys) -> None:
+    """The API is in the fingerprint, not the path: a legacy-complete run is not skipped
+    for ``--api message`` (and the same model comes out of both)."""
+    scenario, out = write_scenario(tmp_path), tmp_path / "runs"
+    args = ["run", scenario, "--out", out, "--variant", "alpha=0.1"]
+    run = RunDirectory(out / "tiny-gaussian" / "alpha=0.1" / "seed0")
+    assert fedram(capsys, *args, "--api", "legacy")[0] == 0
+    legacy = run.read_final_model()
+    assert run.api() == "legacy"
+    assert "complete, skipped" in fedram(capsys, *args)[2]  # in-process default: legacy
+    code, _, err = fedram(capsys, *args, "--api", "message")
+    assert code == 0 and "complete with the legacy API, running it again" in err
+    assert run.api() == "message"
+    for a, b in zip(legacy, run.read_final_model(), strict=True):
+        np.testing.assert_array_equal(a, b)
+    code, _, err = fedram(capsys, *args, "--api", "message")
+    assert code == 0 and "complete, skipped" in err

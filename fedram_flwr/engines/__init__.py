@@ -2,7 +2,8 @@
 
 ``in_process``: Flower's legacy server loop with the clients called in this process (no
 Ray, no network); ``message_in_process``: the same for Flower's Message API (a strategy's
-``start`` over ``grid.InProcessGrid``, recorded by ``message_recording``). ``flwr``:
+``start`` over ``grid.InProcessGrid``, recorded by ``message_recording``; by default the
+scenario's own Message-API strategy, oracle and ClientApp: ``project_components``). ``flwr``:
 Flower's Simulation and Deployment Engines through ``flwr run .`` (a private SuperLink,
 and SuperNode processes in the Deployment Engine).
 """
@@ -23,7 +24,11 @@ from fedram_flwr.engines.in_process import (
     recording_strategy,
     run_in_process,
 )
-from fedram_flwr.engines.message_in_process import MessageComponents, run_message_in_process
+from fedram_flwr.engines.message_in_process import (
+    MessageComponents,
+    project_components,
+    run_message_in_process,
+)
 from fedram_flwr.engines.message_recording import MessageRecordingStrategy
 
 __all__ = [
@@ -38,6 +43,7 @@ __all__ = [
     "TlsFiles",
     "generate_tls_files",
     "node_context",
+    "project_components",
     "recording_strategy",
     "run_in_process",
     "run_message_in_process",

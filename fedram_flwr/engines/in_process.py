@@ -155,12 +155,14 @@ def run_in_process(
     serve: Callable[[Experiment, RunDirectory, str], None] | None = None,
     checkpoint_every: int | None = None,
     resume: bool = True,
+    api: str = "legacy",
 ) -> RunDirectory:
     """Run one (scenario, seed) to completion; the run directory records it. Holds the
     folder's lock throughout (:class:`~fedram_flwr.rundir.RunDirectoryBusy` at once if
     another run writes it); SIGTERM and SIGHUP, like Ctrl-C, end the run ``failed``.
     ``serve(exp, run_dir, label)`` runs the rounds: Flower's legacy server loop unless
-    given (the Message API's: :mod:`fedram_flwr.engines.message_in_process`).
+    given (the Message API's: :mod:`fedram_flwr.engines.message_in_process`); ``api``
+    names which in the run's fingerprint.
 
     Every ``checkpoint_every`` rounds (default ``rounds // 20``, at least 1; 0: never)
     the legacy loop's state is saved in the folder; with ``resume``, a run that did not
@@ -179,7 +181,7 @@ def run_in_process(
         exp = Experiment(scenario, seed)
         saved = resume_from(out, scenario, seed, label) if resume and serve is None else None
         if saved is None:
-            out.start(scenario.to_dict(), seed, engine="in-process")
+            out.start(scenario.to_dict(), seed, engine="in-process", api=api)
         else:
             checkpoint.resume(out, saved, engine="in-process")
         try:

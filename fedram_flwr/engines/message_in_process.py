@@ -7,7 +7,10 @@ lock, signals and failure handling (:func:`~fedram_flwr.engines.in_process.run_i
 
 What runs is given by a :data:`ComponentsFn`: ``Experiment -> MessageComponents`` (the
 strategy, the ClientApp, the initial arrays, the server evaluation, the configs), so any
-Message-API strategy and ClientApp plug in: Flower's own, or the project's.
+Message-API strategy and ClientApp plug in: Flower's own, or the project's. The default,
+:func:`project_components` (``fedram run --api message``), is the scenario's algorithm as
+its Message-API strategy under ``with_availability`` and the project's ClientApp: the
+legacy run's model, rows and files, bit for bit (tests/engines/test_message_api_engines.py).
 """
 
 from __future__ import annotations
@@ -19,15 +22,23 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from flwr.app import ArrayRecord, ConfigRecord
+from flwr.app import ArrayRecord, ConfigRecord, Context, MetricRecord
 from flwr.common import ndarrays_to_parameters, parameters_to_ndarrays
 from flwr.serverapp.strategy import Strategy as MessageStrategy
 
+from fedram_flwr.client_app import project_message_app
+from fedram_flwr.clients.message import partition_id
 from fedram_flwr.config import Scenario
 from fedram_flwr.engines.grid import ClientAppFn, InProcessGrid
 from fedram_flwr.engines.in_process import quiet_single_threaded, recorder_settings, run_in_process
-from fedram_flwr.engines.message_recording import MessageRecordingStrategy, ServerEvaluate
+from fedram_flwr.engines.message_recording import (
+    MessageRecordingStrategy,
+    ServerEvaluate,
+    metric_record,
+)
 from fedram_flwr.experiment import Experiment
+from fedram_flwr.message_api import with_availability
+from fedram_flwr.models import get_weights
 from fedram_flwr.rundir import RunDirectory
 
 
@@ -63,18 +74,65 @@ def legacy_server_side(exp: Experiment) -> tuple[list[np.ndarray], ServerEvaluat
     return initial, lambda r, arrays: legacy.evaluate(r, ndarrays_to_parameters(arrays))
 
 
+def project_evaluate(exp: Experiment, strategy: MessageStrategy) -> ServerEvaluate:
+    """The server evaluation of ``exp``'s Message-API run, as its legacy strategy's
+    ``evaluate``: the model part of the broadcast evaluated, the strategy's extras (t,
+    eta, rFedFair's ``avg-`` metrics) beside."""
+    evaluate_model = exp.evaluate_fn()
+    evaluated = getattr(strategy, "core", None)
+
+    def as_record(server_round: int, arrays: ArrayRecord) -> MetricRecord | None:
+        result = evaluate_model(server_round, arrays.to_numpy_ndarrays(), {})
+        return None if result is None else metric_record(*result)
+
+    def evaluate(server_round: int, arrays: list[np.ndarray]) -> tuple[float, dict] | None:
+        model = arrays if evaluated is None else evaluated.evaluated(arrays)[0]
+        result = evaluate_model(server_round, model, {})
+        if result is None or evaluated is None:
+            return result
+        loss, metrics = result
+        return loss, {**metrics, **strategy.evaluation_extras(server_round, as_record)}
+
+    return evaluate
+
+
+def project_components(exp: Experiment) -> MessageComponents:
+    """The scenario's own Message-API run: the algorithm's Message-API strategy
+    (:meth:`Experiment.message_strategy`) under the scenario's oracle
+    (:func:`~fedram_flwr.message_api.with_availability`), the project's ClientApp over
+    ``exp`` (:func:`~fedram_flwr.client_app.project_message_app`), the legacy run's
+    initial model and server evaluation: the same rows and files as the legacy run."""
+    strategy = exp.message_strategy()
+
+    def experiment_of(context: Context) -> tuple[Experiment, int]:
+        return exp, partition_id(context)
+
+    return MessageComponents(
+        strategy=with_availability(strategy, exp.client_manager()),
+        client_app=project_message_app(experiment_of),
+        initial_arrays=get_weights(exp.new_model()),
+        evaluate=project_evaluate(exp, strategy),
+    )
+
+
 def run_message_in_process(
     scenario: Scenario,
     seed: int,
     run_dir: str | Path,
-    components: ComponentsFn,
+    components: ComponentsFn | None = None,
     *,
     label: str = "",
 ) -> RunDirectory:
     """Run one (scenario, seed) to completion through ``components(Experiment(scenario,
-    seed))``; the run directory records it (see :func:`run_in_process`)."""
+    seed))`` (default :func:`project_components`: the scenario's own algorithm, oracle
+    and clients); the run directory records it (see :func:`run_in_process`)."""
     return run_in_process(
-        scenario, seed, run_dir, label=label, serve=partial(serve_messages, components)
+        scenario,
+        seed,
+        run_dir,
+        label=label,
+        serve=partial(serve_messages, components or project_components),
+        api="message",
     )
 
 

@@ -4,16 +4,19 @@ wraps another and records every round as the legacy
 :class:`~fedram_flwr.outputs.RoundRecorder`: same rows, same files, same summary).
 
 What it records, and from where (Flower's ``Strategy.start`` loop, unchanged):
-- ``active``: the partitions the wrapped strategy's ``configure_train`` sends to (the
-  oracle's draw when an availability wrapper messages every available node, as the
-  legacy path's ``fraction_fit=1.0`` does);
+- ``active``: the oracle's draw of the round under an availability wrapper (as the legacy
+  recorder records it, also when the strategy picks some of the available nodes, as
+  FedAvg(S) and rFedFair do), else the partitions ``configure_train`` sends to; under
+  the ``connected`` oracle also the partitions it saw ``connected``, as the legacy rows;
 - ``relayed`` / ``failures``: the partitions of the train replies without error, and the
   number of error replies handed to ``aggregate_train``; the aggregated train metrics as
   ``fit-*``; the strategy's ``diagnostics()`` (``q``, availability estimates) if it has
   that method (the project's strategies do; Flower's own do not);
 - the round's row, the server-side evaluation and, after the last round, the run's files:
   in the ``evaluate_fn`` it gives ``start`` (Flower calls it at round 0 and after each
-  round, as the legacy loop calls ``Strategy.evaluate``).
+  round, as the legacy loop calls ``Strategy.evaluate``), on the project's strategies'
+  full broadcast (``broadcast_arrays()``: the legacy layout, so ``final_model.npz`` holds
+  what the legacy run's does), else on the model ``start`` holds.
 
 Partition ids come from ``partition_of(node_id)``: the grid's map in-process, the map the
 availability layer learns from the nodes' ``node_config`` in Flower's engines.
@@ -31,6 +34,7 @@ from flwr.serverapp.grid import Grid
 from flwr.serverapp.strategy import Result
 from flwr.serverapp.strategy import Strategy as MessageStrategy
 
+from fedram_flwr.message_api.availability import AvailabilityStrategy
 from fedram_flwr.outputs import RoundRecorder
 from fedram_flwr.rundir import RunDirectory
 
@@ -96,7 +100,14 @@ class MessageRecordingStrategy(RoundRecorder, MessageStrategy):
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> list[Message]:
         messages = list(self.strategy.configure_train(server_round, arrays, config, grid))
-        self._row["active"] = sorted(self.partition_of(m.metadata.dst_node_id) for m in messages)
+        drawn = None
+        if isinstance(self.strategy, AvailabilityStrategy):
+            drawn = self.strategy.relayed.get(server_round)
+            if server_round in self.strategy.connected:  # physical availability
+                self._row["connected"] = self.strategy.connected[server_round]
+        if drawn is None:
+            drawn = [self.partition_of(m.metadata.dst_node_id) for m in messages]
+        self._row["active"] = sorted(drawn)
         self._num_clients = self.num_clients
         return messages
 
@@ -131,13 +142,17 @@ class MessageRecordingStrategy(RoundRecorder, MessageStrategy):
     def evaluate_fn(self, server_round: int, arrays: ArrayRecord) -> MetricRecord | None:
         """Flower's ``evaluate_fn``: evaluates, writes the round's row, finishes the run
         after the last round."""
-        result = (
-            None
-            if self.evaluate is None
-            else self.evaluate(server_round, arrays.to_numpy_ndarrays())
-        )
-        self.record_round(server_round, result, arrays.to_numpy_ndarrays)
+        recorded = self.recorded_arrays(arrays)
+        result = None if self.evaluate is None else self.evaluate(server_round, recorded())
+        self.record_round(server_round, result, recorded)
         return None if result is None else metric_record(*result)
+
+    def recorded_arrays(self, arrays: ArrayRecord) -> Callable[[], list[np.ndarray]]:
+        """What a round records and evaluates: the project's strategies' full broadcast
+        (``broadcast_arrays()``: the legacy run's layout, e.g. (theta, t)), else the model
+        Flower's ``start`` holds."""
+        broadcast = getattr(self.strategy, "broadcast_arrays", None)
+        return arrays.to_numpy_ndarrays if broadcast is None else broadcast
 
     def start(
         self,
@@ -151,12 +166,15 @@ class MessageRecordingStrategy(RoundRecorder, MessageStrategy):
     ) -> Result:
         """Flower's ``Strategy.start`` for the recorder's ``num_rounds``, with
         :meth:`evaluate_fn` (the server-side evaluation is the ``evaluate`` given at
-        construction)."""
+        construction), after the wrapped strategy's ``reset(initial_arrays)`` where it has
+        one (the project's strategies: their state from the model, as their ``start``)."""
         if num_rounds not in (None, self.num_rounds) or evaluate_fn is not None:
             raise ValueError(
                 f"start: num_rounds is the recorder's ({self.num_rounds}) and evaluate_fn "
                 "its own (give the server evaluation as `evaluate` to the constructor)"
             )
+        if callable(reset := getattr(self.strategy, "reset", None)):
+            reset(initial_arrays)  # a project strategy's state, as its own start sets it
         return super().start(
             grid,
             initial_arrays,

@@ -20,11 +20,8 @@ from fedram_flwr.message_api.algorithms import (
     Scaffold,
     Unbiased,
 )
-from fedram_flwr.message_api.availability import (
-    AvailabilityStrategy,
-    partition_id_query,
-    with_availability,
-)
+from fedram_flwr.message_api.availability import AvailabilityStrategy, with_availability
+from fedram_flwr.message_api.partitions import partition_id_query
 from fedram_flwr.message_api.strategy import CoreMessageStrategy, ordered_replies
 
 __all__ = [

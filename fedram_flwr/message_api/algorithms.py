@@ -18,6 +18,8 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricReco
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import QFedAvg
 
+from fedram_flwr.message_api.availability import RoundView
+from fedram_flwr.message_api.partitions import answer_of, ask_partitions
 from fedram_flwr.message_api.strategy import CoreMessageStrategy, EvaluateFn, ordered_replies
 from fedram_flwr.protocol import NUM_EXAMPLES, PARTITION_ID, RECEIVED_LOSS, ClientReply
 from fedram_flwr.strategies.afl import AFLCore
@@ -118,14 +120,20 @@ class FedAvgIS(CoreMessageStrategy):
 class FedAvgSampled(CoreMessageStrategy):
     """FedAvg(S): ``num_clients``, ``lr``, ``lr_decay``, ``max_clients``, ``seed``.
 
-    The server knows partition ids only from the replies, so the seeded subset of S
-    is taken among the replies (in partition order) rather than before training, as the
-    legacy class does: the same subset when every sampled node answers, but the nodes
-    left out train too (and their update is discarded)."""
+    Under an availability wrapper the seeded subset of S is taken among the available
+    nodes (in partition order) before training, as the legacy class does: only they
+    train. Without one the server knows partition ids only from the replies, so the
+    subset is taken among the replies (the same subset when every sampled node
+    answers; the nodes left out train too and their update is discarded)."""
 
     core_type = FedAvgSampledCore
 
+    def pick(self, server_round: int, nodes: list[int], partitions: list[int]) -> list[int]:
+        return [nodes[k] for k in self.core.select(len(nodes), server_round)]
+
     def kept(self, server_round: int, pairs: list[tuple[Message, ClientReply]]) -> list:
+        if self.picked_round == server_round:
+            return pairs
         return [pairs[k] for k in self.core.select(len(pairs), server_round)]
 
 
@@ -147,44 +155,37 @@ class Scaffold(CoreMessageStrategy):
 def node_properties(
     grid: Grid, node_ids: Iterable[int], timeout: float, strategy: str
 ) -> dict[int, tuple[int, int]]:
-    """{node id: (partition id, m_i)}, asked with one ``query`` message per node (the
-    Message-API ``get_properties``): the node's ClientApp answers in its reply's one
-    ``MetricRecord`` with ``partition-id`` and ``num-examples``. Waits at most
-    ``timeout`` seconds; a node that does not answer is an error saying what to add."""
-    asked = [
-        Message(RecordDict({"config": ConfigRecord()}), node, MessageType.QUERY)
-        for node in node_ids
-    ]
-    if not asked:
-        return {}
+    """{node id: (partition id, m_i)}, asked with the partition-id query
+    (:mod:`~fedram_flwr.message_api.partitions`; the node's handler must be given its
+    ``num_examples``). Waits at most ``timeout`` seconds; a node that does not answer, or
+    answers without m_i, is an error saying what to add."""
     found: dict[int, tuple[int, int]] = {}
-    for reply in grid.send_and_receive(asked, timeout=timeout):
-        metrics = {} if reply.has_error() else reply.content.metric_records
-        record = next(iter(metrics.values()), {})
-        if PARTITION_ID in record and NUM_EXAMPLES in record:
-            found[reply.metadata.src_node_id] = (
-                int(record[PARTITION_ID]),
-                int(record[NUM_EXAMPLES]),
-            )
-    if missing := sorted({m.metadata.dst_node_id for m in asked} - set(found)):
+    for reply in ask_partitions(grid, node_ids, timeout):
+        pid, size = answer_of(reply)
+        if size is not None:
+            found[reply.metadata.src_node_id] = (pid, size)
+    if missing := sorted(set(node_ids) - set(found)):
         raise RuntimeError(
             f"{strategy}: node(s) {missing} gave no '{PARTITION_ID}' and '{NUM_EXAMPLES}' "
             f"within {timeout} s (query_timeout): {strategy} needs each node's partition id "
-            f"and training-set size; its ClientApp's @app.query() handler replies with a "
-            "MetricRecord holding both"
+            "and training-set size; its ClientApp answers the partition-id query with "
+            'both: app.query("partition_id") calling partition_id_query(msg, context, '
+            "num_examples=len(trainset))"
         )
     return found
 
 
 class RFedFair(CoreMessageStrategy):
     """rFedFair (RC-FL Alg. 1): ``alpha``, ``mu``, ``lr_eta``, ``eta_init``,
-    ``clients_per_round``, ``seed``; ``query_timeout`` bounds the properties query.
+    ``clients_per_round``, ``seed``; ``query_timeout`` bounds the partition-id query.
 
-    As the legacy class, the server chooses Z among the nodes Flower's sampling gives
-    (under an availability wrapper: the available ones) and sends each its own config
-    (``rcfl-alpha``, ``rcfl-p``, ``rcfl-mu``, ``lr-eta``); p_i = m_i / m over every node
-    the grid lists, learnt once per node by :func:`node_properties`. ``evaluate_fn``
-    sees omega; its metrics gain ``eta`` and the ``avg-`` metrics of omega_tilde_T."""
+    As the legacy class, the server chooses Z among the available nodes (under an
+    availability wrapper: the oracle's; else Flower's sample) and sends each its own
+    config (``rcfl-alpha``, ``rcfl-p``, ``rcfl-mu``, ``lr-eta``); only Z trains. p_i =
+    m_i / m over every node known, from the partition-id query's ``num-examples``
+    (the wrapper's answers when it has every node's, else asked once per node).
+    ``evaluate_fn`` sees omega; its metrics gain ``eta`` and the ``avg-`` metrics of
+    omega_tilde_T."""
 
     core_type = RFedFairCore
     reply_layout = "(omega, eta): omega's arrays, then eta as a 1-element array (join_theta_t)"
@@ -194,18 +195,30 @@ class RFedFair(CoreMessageStrategy):
         self.query_timeout = query_timeout
         self.known: dict[int, tuple[int, int]] = {}  # node id -> (partition id, m_i)
 
+    def shares(self, grid: Grid, nodes: list[int]) -> tuple[dict[int, int], dict[int, float]]:
+        """({node id: partition id} of ``nodes``, {partition id: p_i} over every node known)."""
+        if isinstance(grid, RoundView) and set(grid.partition_of.values()) <= set(
+            grid.num_examples
+        ):
+            sizes = grid.num_examples
+            pids = {n: grid.partition_of[n] for n in nodes}
+        else:
+            every = dict.fromkeys([*grid.get_node_ids(), *nodes])
+            unknown = [n for n in every if n not in self.known]
+            self.known.update(node_properties(grid, unknown, self.query_timeout, "RFedFair"))
+            sizes = dict(self.known.values())
+            pids = {n: self.known[n][0] for n in nodes}
+        m = sum(sizes.values())
+        return pids, dict(sorted((pid, size / m) for pid, size in sizes.items()))
+
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
         sampled = list(super().configure_train(server_round, arrays, config, grid))
         self.state = self.core.broadcast(self.state, self.broadcast_arrays())
-        nodes = [m.metadata.dst_node_id for m in sampled]
-        unknown = [n for n in dict.fromkeys([*grid.get_node_ids(), *nodes]) if n not in self.known]
-        self.known.update(node_properties(grid, unknown, self.query_timeout, "RFedFair"))
-        m = sum(size for _, size in self.known.values())
-        p = dict(sorted((pid, size / m) for pid, size in self.known.values()))
-        by_pid = sorted(sampled, key=lambda msg: self.known[msg.metadata.dst_node_id][0])
-        pids = [self.known[msg.metadata.dst_node_id][0] for msg in by_pid]
+        pid_of, p = self.shares(grid, [m.metadata.dst_node_id for m in sampled])
+        by_pid = sorted(sampled, key=lambda msg: pid_of[msg.metadata.dst_node_id])
+        pids = [pid_of[msg.metadata.dst_node_id] for msg in by_pid]
         self.state, configs = self.core.select(self.state, p, pids, server_round)
         return [
             Message(

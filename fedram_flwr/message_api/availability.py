@@ -24,10 +24,11 @@ wraps any such strategy, unchanged, in :class:`AvailabilityStrategy`:
   ``min_train_nodes`` and ``min_evaluate_nodes`` (where it has them), so Flower's
   unbounded wait in ``sample_nodes`` cannot be reached; a strategy that still polls
   the view more than :data:`MAX_POLLS` times in one call gets an error. A strategy
-  whose class sets ``picks_among_available = True`` (the project's: CA-Fed's
-  exclusions, RC-FL's draws by p_i) instead sees exactly the available nodes, with
-  their partition ids in the view's ``partition_of``, and its messages go where it
-  addresses them, which must be available nodes.
+  whose class sets ``picks_among_available = True`` (the project's strategies: FedAvg(S)'s
+  seeded subset, rFedFair's draws by p_i, CA-Fed, ...) instead sees exactly the available
+  nodes, with their partition ids in the view's ``partition_of`` (and the m_i the nodes
+  reported in its ``num_examples``), and its messages go where it addresses them, which
+  must be available nodes: exactly the nodes it selects train.
 - **Empty rounds** (nobody available) send nothing; the strategy's ``aggregate_train``
   gets no replies (Flower's FedAvg family returns no arrays: ``start`` keeps the model)
   and the loop goes on.
@@ -35,7 +36,10 @@ wraps any such strategy, unchanged, in :class:`AvailabilityStrategy`:
   nodes by random node ids. The node id -> partition id map is learned once (for
   ``connected``: for each newly connected node) with a ``"query.partition_id"``
   message that :func:`partition_id_query`, registered in the user's ClientApp, answers
-  from ``context.node_config["partition-id"]``. Every wait is bounded
+  from ``context.node_config["partition-id"]`` (with the node's ``num-examples`` when the
+  handler is given it: rFedFair needs m_i). It is the only query the project's
+  strategies send (rFedFair without this wrapper asks it too), written once in
+  :mod:`~fedram_flwr.message_api.partitions`. Every wait is bounded
   (``wait_timeout``, ``query_timeout``) and its error says what was expected, what was
   seen and which setting to change.
 """
@@ -48,7 +52,7 @@ from collections.abc import Callable, Iterable
 from logging import INFO, WARNING
 from typing import Any
 
-from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MessageType, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Message
 from flwr.common.logger import log
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
@@ -56,48 +60,36 @@ from flwr.serverapp.strategy import Strategy
 from fedram_flwr.availability.connected import ConnectedClientManager
 from fedram_flwr.availability.laws import connected_sample
 from fedram_flwr.availability.manager import AvailabilityError, OracleClientManager
+from fedram_flwr.message_api.partitions import (
+    HANDLER_HINT,
+    answer_of,
+    ask_partitions,
+)
 from fedram_flwr.protocol import PARTITION_ID
 
-PARTITION_ACTION = "partition_id"
-PARTITION_QUERY = f"{MessageType.QUERY}.{PARTITION_ACTION}"  # the query's message type
-PARTITION_RECORD = "partition"  # the reply's ConfigRecord
-NODE_CONFIG_KEYS = "node-config-keys"  # in the reply when partition-id is missing
 MAX_POLLS = 16  # get_node_ids() calls one configure call may make on the round's view
-HANDLER_HINT = (
-    "register the handler in the ClientApp: "
-    f'app.query("{PARTITION_ACTION}")(partition_id_query), with '
-    "from fedram_flwr.message_api.availability import partition_id_query"
-)
-
-
-# ------------------------------------------------------------------- client side
-def partition_id_query(msg: Message, context: Context) -> Message:
-    """Client side of the partition-id contract: answer the server's
-    ``"query.partition_id"`` message with ``ConfigRecord({"partition-id": K})`` from
-    ``context.node_config`` (set by the Simulation Engine, and by ``flower-supernode
-    --node-config "partition-id=K num-partitions=N"``). A node without it answers with
-    the keys it has, and the server stops with an error that says what to add."""
-    config = context.node_config
-    if PARTITION_ID in config:
-        record = ConfigRecord({PARTITION_ID: config[PARTITION_ID]})
-    else:
-        record = ConfigRecord({NODE_CONFIG_KEYS: ", ".join(sorted(config))})
-    return Message(RecordDict({PARTITION_RECORD: record}), reply_to=msg)
 
 
 # ------------------------------------------------------------------- server side
 class RoundView(Grid):
     """The grid as a wrapped strategy sees it in one configure call: ``get_node_ids()``
     are the given ids (the round's available nodes, then stand-ins), ``partition_of``
-    maps the available ones to partition ids, the rest is the real grid's. More than
+    maps the available ones to partition ids, ``num_examples`` every partition's m_i
+    that its node reported (:func:`partition_id_query`), the rest is the real grid's. More than
     :data:`MAX_POLLS` ``get_node_ids()`` calls (a strategy waiting for more nodes than
     it is shown) raise :class:`AvailabilityError`."""
 
     def __init__(
-        self, grid: Grid, node_ids: list[int], strategy_name: str, partition_of: dict[int, int]
+        self,
+        grid: Grid,
+        node_ids: list[int],
+        strategy_name: str,
+        partition_of: dict[int, int],
+        num_examples: dict[int, int] | None = None,
     ) -> None:
         self.grid, self.node_ids, self.strategy_name = grid, node_ids, strategy_name
         self.partition_of = partition_of  # node id -> partition id, available nodes only
+        self.num_examples = dict(num_examples or {})  # partition id -> m_i, all reported
         self.polls = 0
 
     def get_node_ids(self) -> Iterable[int]:
@@ -174,7 +166,8 @@ class AvailabilityStrategy(Strategy):
     waits for the nodes the oracle needs; ``query_timeout`` (s, > 0; default the
     oracle's ``wait_timeout``): how long the partition-id query waits for answers;
     ``poll_interval`` (s): between two looks at the grid while waiting.
-    ``relayed[r]``: the partition ids round r relayed."""
+    ``relayed[r]``: the partition ids round r relayed; ``connected[r]``: under the
+    ``connected`` oracle, the partitions connected when round r was configured."""
 
     def __init__(
         self,
@@ -195,7 +188,9 @@ class AvailabilityStrategy(Strategy):
                 sign = ">=" if least == 0 else ">"
                 raise ValueError(f"{name}: {value!r} must be a number of seconds {sign} 0")
         self.partition_of: dict[int, int] = {}  # node id -> partition id
+        self.num_examples: dict[int, int] = {}  # partition id -> m_i, where nodes report it
         self.relayed: dict[int, list[int]] = {}  # round -> partition ids relayed
+        self.connected: dict[int, list[int]] = {}  # round -> partitions connected (connected)
         self._round: tuple[int, list[int]] | None = None  # (round, its node ids)
 
     def __getattr__(self, name: str) -> Any:
@@ -235,6 +230,7 @@ class AvailabilityStrategy(Strategy):
             return list(self._round[1])
         if isinstance(self.oracle, ConnectedClientManager):
             node_of = self._connected_nodes(grid, first=not self.relayed)
+            self.connected[server_round] = sorted(node_of)
             pids = connected_sample(
                 list(node_of), self.oracle.clients_per_round, self.oracle.seed, server_round
             )
@@ -277,7 +273,7 @@ class AvailabilityStrategy(Strategy):
         free_ids = (i for i in itertools.count(1) if i not in taken)
         stand_ins = list(itertools.islice(free_ids, need - len(nodes)))
         partition_of = {n: self.partition_of[n] for n in nodes}
-        view = RoundView(grid, nodes + stand_ins, name, partition_of)
+        view = RoundView(grid, nodes + stand_ins, name, partition_of, self.num_examples)
         messages = list(configure(server_round, arrays, config, view))
         if picks:
             stray = sorted({m.metadata.dst_node_id for m in messages} - set(nodes))
@@ -351,35 +347,13 @@ class AvailabilityStrategy(Strategy):
     ) -> dict[int, int]:
         """Node id -> partition id of ``nodes``, asked with one ``"query.partition_id"``
         message each (:func:`partition_id_query` answers); checked: an int in
-        0..num_clients-1, unique among the nodes known."""
+        0..num_clients-1, unique among the nodes known. The m_i a node reports join
+        ``num_examples``."""
         n = self.oracle.num_clients
-        messages = [
-            Message(RecordDict(), dst_node_id=node, message_type=PARTITION_QUERY) for node in nodes
-        ]
-        replies = list(grid.send_and_receive(messages, timeout=self.query_timeout))
         answers: dict[int, int] = {}
-        for reply in replies:
+        for reply in ask_partitions(grid, nodes, self.query_timeout):
             node = int(reply.metadata.src_node_id)
-            if reply.has_error():
-                raise AvailabilityError(
-                    f"node {node} could not answer the partition-id query "
-                    f"({reply.error.reason}); {HANDLER_HINT}"
-                )
-            record = reply.content.config_records.get(PARTITION_RECORD, ConfigRecord())
-            if PARTITION_ID not in record:
-                keys = record.get(NODE_CONFIG_KEYS) or "none"
-                raise AvailabilityError(
-                    f"node {node} has no '{PARTITION_ID}' in its node_config (its keys: "
-                    f"{keys}); start it with flower-supernode --node-config "
-                    f'"{PARTITION_ID}=K num-partitions={n}" (K in 0..{n - 1}, one per '
-                    "node; the Simulation Engine sets it itself)"
-                )
-            pid = record[PARTITION_ID]
-            if isinstance(pid, bool) or not isinstance(pid, int) or not 0 <= pid < n:
-                raise AvailabilityError(
-                    f"node {node} reports {PARTITION_ID} = {pid!r}: expected an integer in "
-                    f"0..{n - 1} (the oracle knows num_clients = {n})"
-                )
+            pid, size = answer_of(reply, n)
             twins = [m for m, q in answers.items() if q == pid]
             if twins and all_must_answer:
                 raise AvailabilityError(
@@ -387,6 +361,8 @@ class AvailabilityStrategy(Strategy):
                     "give every SuperNode its own --node-config partition-id"
                 )
             answers[node] = pid
+            if size is not None:
+                self.num_examples[pid] = size
         silent = sorted(set(nodes) - set(answers))
         if silent and all_must_answer:
             raise AvailabilityError(

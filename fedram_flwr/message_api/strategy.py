@@ -37,11 +37,20 @@ from logging import INFO
 from typing import Any, ClassVar
 
 import numpy as np
-from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord
+from flwr.app import (
+    Array,
+    ArrayRecord,
+    ConfigRecord,
+    Message,
+    MessageType,
+    MetricRecord,
+    RecordDict,
+)
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg, Result
 from flwr.supercore import log
 
+from fedram_flwr.message_api.availability import RoundView
 from fedram_flwr.protocol import Arrays, ClientReply, in_partition_order, reply_partition_id
 from fedram_flwr.strategies.core import Core
 
@@ -148,6 +157,7 @@ class CoreMessageStrategy(FedAvg):
 
     core_type: ClassVar[type[Core]]
     needs_partition_id: ClassVar[bool] = True  # False: stock Flower clients are served too
+    picks_among_available: ClassVar[bool] = True  # with_availability's contract
     required_metrics: ClassVar[tuple[str, ...]] = ()  # fit metrics the core reads
     reply_layout: ClassVar[str] = "the model's arrays"
 
@@ -180,6 +190,7 @@ class CoreMessageStrategy(FedAvg):
         self.accept_failures = accept_failures
         self.state: Any = None
         self.last_round = 0  # the last round aggregated
+        self.picked_round = 0  # the last round whose trainers pick() chose
         self.model_keys: list[str] = []
         super().__init__(**flower)
 
@@ -223,24 +234,45 @@ class CoreMessageStrategy(FedAvg):
         return self.core.diagnostics(self.state)
 
     # --------------------------------------------------------------- rounds
+    def pick(self, server_round: int, nodes: list[int], partitions: list[int]) -> list[int]:
+        """The available ``nodes`` (partition ids ``partitions``, in that order) that
+        train in ``server_round``: all of them; FedAvg(S) keeps its seeded subset."""
+        return nodes
+
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        """Flower's sampling and messages, carrying the broadcast and the core's keys;
-        in round 1 (or before any state) ``arrays`` is the initial model."""
+        """The broadcast and the core's keys, to the nodes :meth:`pick` chooses among the
+        available ones under an availability wrapper (a :class:`RoundView`: partition-id
+        order, no sampling), else to Flower's sample; in round 1 (or before any state)
+        ``arrays`` is the initial model."""
         if self.state is None or server_round == 1:
             self.reset(arrays)
         config = ConfigRecord({**config, **self.core.fit_config(self.state, server_round)})
-        return super().configure_train(
-            server_round, ArrayRecord(self.broadcast_arrays()), config, grid
-        )
+        broadcast = ArrayRecord(self.broadcast_arrays())
+        if not isinstance(grid, RoundView):
+            return super().configure_train(server_round, broadcast, config, grid)
+        nodes = sorted(grid.get_node_ids(), key=grid.partition_of.__getitem__)
+        nodes = self.pick(server_round, nodes, [grid.partition_of[n] for n in nodes])
+        self.picked_round = server_round
+        config["server-round"] = server_round
+        record = RecordDict({self.arrayrecord_key: broadcast, self.configrecord_key: config})
+        return self._construct_messages(record, nodes, MessageType.TRAIN)
 
     def configure_evaluate(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        """Flower's, carrying the broadcast (as the legacy path evaluates it)."""
+        """Flower's, carrying the broadcast (as the legacy path evaluates it); under an
+        availability wrapper to every available node (none if ``fraction_evaluate`` is 0)."""
         broadcast = arrays if self.state is None else ArrayRecord(self.broadcast_arrays())
-        return super().configure_evaluate(server_round, broadcast, config, grid)
+        if not isinstance(grid, RoundView):
+            return super().configure_evaluate(server_round, broadcast, config, grid)
+        if self.fraction_evaluate == 0.0:
+            return []
+        config["server-round"] = server_round
+        record = RecordDict({self.arrayrecord_key: broadcast, self.configrecord_key: config})
+        nodes = sorted(grid.get_node_ids(), key=grid.partition_of.__getitem__)
+        return self._construct_messages(record, nodes, MessageType.EVALUATE)
 
     def kept(self, server_round: int, pairs: list[tuple[Message, ClientReply]]) -> list:
         """The replies the core aggregates (all; FedAvg(S) keeps its seeded subset)."""

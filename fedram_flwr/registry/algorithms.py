@@ -1,7 +1,8 @@
 """The algorithms a scenario may name in ``algorithm.name``.
 
 Each algorithm is declared once, as an :class:`AlgorithmSpec`: its name, the dataclass of
-its ``algorithm.params``, its Flower strategy class, its client class and which hidden
+its ``algorithm.params``, its Flower strategy classes (legacy, then Message API: the same
+core), its client class and which hidden
 oracle parameters it reads when run oracle-informed. Every params dataclass has the
 same two methods: ``check(scenario)`` raises errors naming the scenario field and the
 allowed values, ``strategy_kwargs(run, initial)`` gives the strategy's own keyword
@@ -20,6 +21,7 @@ from flwr.common import NDArrays
 from fedram_flwr import strategies as st
 from fedram_flwr.clients import CAFedClient, CVaRClient, ERMClient, RCFLClient, ScaffoldClient
 from fedram_flwr.config import Scenario, ScenarioError
+from fedram_flwr.message_api import algorithms as ma
 from fedram_flwr.registry.oracles import MARKOV
 from fedram_flwr.registry.specs import AlgorithmParams, AlgorithmSpec, Hidden, Run
 from fedram_flwr.schema import check_range
@@ -353,6 +355,10 @@ class QFFLParams(AlgorithmParams):
             "initial_arrays": initial,
         }
 
+    def message_kwargs(self, run: Run) -> dict[str, Any]:
+        """Flower's Message-API ``QFedAvg`` names them ``q`` and ``client_learning_rate``."""
+        return {"q": self.q, "client_learning_rate": run.scenario.training.lr}
+
 
 # ------------------------------------------------------------------ the table
 PI: frozenset[Hidden] = frozenset({"pi"})
@@ -360,27 +366,45 @@ PI: frozenset[Hidden] = frozenset({"pi"})
 ALGORITHMS: dict[str, AlgorithmSpec[Any]] = {
     spec.name: spec
     for spec in (
-        AlgorithmSpec("fedavg", FedAvgParams, st.FedAvg, ERMClient),
-        AlgorithmSpec("fed-cvar-avg", FedCVaRAvgParams, st.FedCVaRAvg, CVaRClient),
+        AlgorithmSpec("fedavg", FedAvgParams, st.FedAvg, ma.FedAvg, ERMClient),
+        AlgorithmSpec("fed-cvar-avg", FedCVaRAvgParams, st.FedCVaRAvg, ma.FedCVaRAvg, CVaRClient),
         # CA-Fed (Rodio et al. 2023) and its baselines
-        AlgorithmSpec("ca-fed", CAFedParams, st.CAFed, CAFedClient, reads_hidden=MARKOV),
-        AlgorithmSpec("unbiased", AvailabilityAwareParams, st.Unbiased, ERMClient, reads_hidden=PI),
+        AlgorithmSpec("ca-fed", CAFedParams, st.CAFed, ma.CAFed, CAFedClient, reads_hidden=MARKOV),
         AlgorithmSpec(
-            "more-available", MoreAvailableParams, st.MoreAvailable, ERMClient, reads_hidden=PI
+            "unbiased",
+            AvailabilityAwareParams,
+            st.Unbiased,
+            ma.Unbiased,
+            ERMClient,
+            reads_hidden=PI,
         ),
-        AlgorithmSpec("adafed", AvailabilityAwareParams, st.AdaFed, ERMClient, reads_hidden=PI),
-        AlgorithmSpec("f3ast", F3ASTParams, st.F3AST, ERMClient, reads_hidden=PI),
+        AlgorithmSpec(
+            "more-available",
+            MoreAvailableParams,
+            st.MoreAvailable,
+            ma.MoreAvailable,
+            ERMClient,
+            reads_hidden=PI,
+        ),
+        AlgorithmSpec(
+            "adafed", AvailabilityAwareParams, st.AdaFed, ma.AdaFed, ERMClient, reads_hidden=PI
+        ),
+        AlgorithmSpec("f3ast", F3ASTParams, st.F3AST, ma.F3AST, ERMClient, reads_hidden=PI),
         # FedAR (Jiang et al. 2024) and its baselines
-        AlgorithmSpec("fedar", FedARParams, st.FedAR, ERMClient),
-        AlgorithmSpec("mifa", ScheduledParams, st.MIFA, ERMClient),
-        AlgorithmSpec("fedvarp", ScheduledParams, st.FedVARP, ERMClient),
-        AlgorithmSpec("fedavg-is", FedAvgISParams, st.FedAvgIS, ERMClient, reads_hidden=PI),
-        AlgorithmSpec("fedavg-s", FedAvgSampledParams, st.FedAvgSampled, ERMClient),
-        AlgorithmSpec("fedau", FedAUParams, st.FedAU, ERMClient),
-        AlgorithmSpec("scaffold", ScaffoldParams, st.Scaffold, ScaffoldClient),
+        AlgorithmSpec("fedar", FedARParams, st.FedAR, ma.FedAR, ERMClient),
+        AlgorithmSpec("mifa", ScheduledParams, st.MIFA, ma.MIFA, ERMClient),
+        AlgorithmSpec("fedvarp", ScheduledParams, st.FedVARP, ma.FedVARP, ERMClient),
+        AlgorithmSpec(
+            "fedavg-is", FedAvgISParams, st.FedAvgIS, ma.FedAvgIS, ERMClient, reads_hidden=PI
+        ),
+        AlgorithmSpec(
+            "fedavg-s", FedAvgSampledParams, st.FedAvgSampled, ma.FedAvgSampled, ERMClient
+        ),
+        AlgorithmSpec("fedau", FedAUParams, st.FedAU, ma.FedAU, ERMClient),
+        AlgorithmSpec("scaffold", ScaffoldParams, st.Scaffold, ma.Scaffold, ScaffoldClient),
         # RC-FL (rFedFair) and its baselines
-        AlgorithmSpec("rfedfair", RFedFairParams, st.RFedFair, RCFLClient),
-        AlgorithmSpec("afl", AFLParams, st.AFL, CAFedClient),
-        AlgorithmSpec("qffl", QFFLParams, st.QFFL, CAFedClient),
+        AlgorithmSpec("rfedfair", RFedFairParams, st.RFedFair, ma.RFedFair, RCFLClient),
+        AlgorithmSpec("afl", AFLParams, st.AFL, ma.AFL, CAFedClient),
+        AlgorithmSpec("qffl", QFFLParams, st.QFFL, ma.QFFL, CAFedClient),
     )
 }

@@ -18,6 +18,7 @@ import numpy as np
 from flwr.client import NumPyClient
 from flwr.common import NDArrays
 from flwr.server.strategy import Strategy
+from flwr.serverapp.strategy import Strategy as MessageStrategy
 
 from fedram_flwr.availability import OracleClientManager
 from fedram_flwr.config import Scenario
@@ -101,6 +102,14 @@ class AlgorithmParams:
         """The strategy's own keyword arguments, the initial model ``initial`` included."""
         raise NotImplementedError
 
+    def message_kwargs(self, run: Run) -> dict[str, Any]:
+        """The Message-API strategy's own keyword arguments: the legacy ones (the same
+        core hyper-parameters, by the same names) without the initial model, which
+        ``start`` receives."""
+        kwargs = self.strategy_kwargs(run, [])
+        kwargs.pop("initial_arrays", None)
+        return kwargs
+
 
 AP = TypeVar("AP", bound=AlgorithmParams)
 
@@ -108,14 +117,20 @@ AP = TypeVar("AP", bound=AlgorithmParams)
 @dataclass(frozen=True)
 class AlgorithmSpec(Generic[AP]):
     """One algorithm: ``strategy(**params.strategy_kwargs(run, initial), **common)`` is
-    its server, ``client(...)`` each client; ``reads_hidden`` the hidden oracle
-    parameters it reads when ``params.oracle_informed``."""
+    its legacy server, ``message_strategy(**params.message_kwargs(run), **common)`` its
+    Message-API server (:mod:`fedram_flwr.message_api.algorithms`, same core),
+    ``client(...)`` each client; ``reads_hidden`` the hidden oracle parameters it reads
+    when ``params.oracle_informed``."""
 
     name: str
     params: type[AP]
     strategy: type[Strategy]
+    message_strategy: type[MessageStrategy]
     client: type[NumPyClient]
     reads_hidden: frozenset[Hidden] = frozenset()
 
     def build_strategy(self, params: AP, run: Run, initial: NDArrays, **common: Any) -> Strategy:
         return self.strategy(**params.strategy_kwargs(run, initial), **common)
+
+    def build_message_strategy(self, params: AP, run: Run, **common: Any) -> MessageStrategy:
+        return self.message_strategy(**params.message_kwargs(run), **common)

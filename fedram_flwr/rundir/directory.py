@@ -145,10 +145,13 @@ class RunDirectory:
             return "interrupted"
         return status
 
-    def start(self, scenario: dict[str, Any], seed: int, engine: str, token: str = "") -> None:
+    def start(
+        self, scenario: dict[str, Any], seed: int, engine: str, token: str = "", api: str = "legacy"
+    ) -> None:
         """Begin the run: the writer's check (``token``: the driver's, when another
         process drives the run; without one this process takes the lock unless it holds
-        it), stale results removed, the resolved scenario and its fingerprint written."""
+        it), stale results removed, the resolved scenario and its fingerprint written
+        (with Flower's ``api`` that runs it, ``legacy`` or ``message``)."""
         if token:
             verify_writer(self.path, token)
             self._token = token
@@ -158,7 +161,11 @@ class RunDirectory:
         for stale in STALE_FILES:
             (self.path / stale).unlink(missing_ok=True)
         self.write("scenario.yaml", yaml.safe_dump({**scenario, "seed": seed}, sort_keys=False))
-        fingerprint = {"scenario": scenario_fingerprint(scenario, seed), "code": code_version()}
+        fingerprint = {
+            "scenario": scenario_fingerprint(scenario, seed),
+            "code": code_version(),
+            "api": api,
+        }
         self.write(FINGERPRINT_FILE, json.dumps(fingerprint, indent=2))
         self.set_status("running", engine=engine, started=time.time())
 
@@ -227,6 +234,11 @@ class RunDirectory:
         except (OSError, ValueError):
             return {}
         return record if isinstance(record, dict) else {}
+
+    def api(self) -> str:
+        """Flower's API the run was made with (``legacy`` in folders written before the
+        fingerprint recorded it)."""
+        return str(self.fingerprint().get("api", "legacy"))
 
     def damage(self) -> str | None:
         """What makes this (complete) run's results unusable, or None: a missing or

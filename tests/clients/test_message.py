@@ -1,4 +1,4 @@
-"""The Message-API client blocks (clients/message.py): each trains exactly
+"""The Message-API client blocks (``fedram_flwr.clients.message``): each trains exactly
 as the legacy NumPyClient of its objective (same arrays, same metrics, bit for bit, on the
 same batches), keeps SCAFFOLD's c_i in ``context.state``, and names what is wrong when the
 contract is broken."""
@@ -11,16 +11,20 @@ import torch
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 from torch.nn import functional as F
 
-from fedram_flwr.clients import CAFedClient, CVaRClient, ERMClient, RCFLClient, ScaffoldClient
-from fedram_flwr.clients.message import (
+from fedram_flwr.clients import (
+    CAFedClient,
+    CVaRClient,
+    ERMClient,
+    RCFLClient,
+    ScaffoldClient,
     evaluate,
-    objective_for,
     train_ca_fed,
     train_cvar,
     train_erm,
     train_rcfl,
     train_scaffold,
 )
+from fedram_flwr.clients.message import objective_for
 from fedram_flwr.models import build_model, get_weights
 from fedram_flwr.protocol import (
     LOCAL_OPTIMUM,

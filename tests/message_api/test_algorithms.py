@@ -17,6 +17,7 @@ from flwr.app import ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 from flwr.common import Code, FitRes, Status, ndarrays_to_parameters, parameters_to_ndarrays
 
 from fedram_flwr import message_api
+from fedram_flwr.message_api.partitions import PARTITION_QUERY, PARTITION_RECORD
 from fedram_flwr.message_api.strategy import metric_values
 from fedram_flwr.protocol import (
     LOCAL_OPTIMUM,
@@ -56,9 +57,13 @@ def client_metrics(pid: int, rnd: int) -> dict[str, Any]:
 
 
 def properties(message):
-    """The nodes' answer to RFedFair's query, and no training (the test builds replies)."""
+    """The nodes' answer to the partition-id query (as ``partition_id_query`` given m_i
+    answers), and no training (the test builds replies)."""
+    assert message.metadata.message_type == PARTITION_QUERY
     pid = NODES[message.metadata.dst_node_id]
-    return RecordDict({"metrics": MetricRecord({PARTITION_ID: pid, NUM_EXAMPLES: SIZES[pid]})})
+    return RecordDict(
+        {PARTITION_RECORD: ConfigRecord({PARTITION_ID: pid, NUM_EXAMPLES: SIZES[pid]})}
+    )
 
 
 def assert_same(a: Any, b: Any, where: str = "state") -> None:

@@ -28,6 +28,7 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAdam, FedAvg, FedProx, QFedAvg
 from flwr.supercore.task_identity import TaskIdentity
 
+from fedram_flwr import message_api
 from fedram_flwr.availability import (
     AvailabilityError,
     BernoulliClientManager,
@@ -38,13 +39,8 @@ from fedram_flwr.availability import (
     RandomAccessClientManager,
     TraceClientManager,
 )
-from fedram_flwr.message_api.availability import (
-    MAX_POLLS,
-    PARTITION_ACTION,
-    RoundView,
-    partition_id_query,
-    with_availability,
-)
+from fedram_flwr.message_api.availability import MAX_POLLS, RoundView, with_availability
+from fedram_flwr.message_api.partitions import PARTITION_ACTION, PARTITION_QUERY, partition_id_query
 
 K = 5
 
@@ -336,3 +332,37 @@ def test_silent_nodes_stop_the_first_round_or_are_asked_again_when_connected() -
     grid.silent = set()
     wrapped.configure_train(2, arrays, ConfigRecord(), grid)
     assert wrapped.relayed == {1: [0, 1], 2: [0, 1, 2]}
+
+
+def test_the_projects_strategies_send_only_to_the_nodes_they_select() -> None:
+    """FedAvg(S) and rFedFair pick among the available nodes before training (as their
+    legacy classes do): exactly the seeded subset / the draws by p_i get a train message;
+    rFedFair takes m_i from the wrapper's one partition-id query (no query of its own)."""
+    sized = client_app(with_query=False)
+    sized.query(PARTITION_ACTION)(
+        lambda msg, context: partition_id_query(msg, context, num_examples=8)
+    )
+    strategies = {
+        "fedavg-s": message_api.FedAvgSampled(num_clients=K, lr=0.1, max_clients=2, seed=3),
+        "rfedfair": message_api.RFedFair(alpha=0.5, clients_per_round=2, seed=3),
+    }
+    for name, strategy in strategies.items():
+        grid = StubGrid(
+            sized, {node_id(p): {"partition-id": p, "num-partitions": K} for p in range(K)}
+        )
+        oracle = BernoulliClientManager([1.0, 0.9, 0.8, 0.7, 0.6], seed=4)
+        wrapped = with_availability(strategy, oracle)
+        pid_of, left_out = {node_id(p): p for p in range(K)}, 0
+        for r in range(1, 5):
+            messages = wrapped.configure_train(r, ArrayRecord([np.zeros(2)]), ConfigRecord(), grid)
+            trained = sorted(pid_of[m.metadata.dst_node_id] for m in messages)
+            drawn = wrapped.relayed[r]
+            if name == "fedavg-s":
+                want = [drawn[k] for k in strategy.core.select(len(drawn), r)]
+            else:
+                want = sorted(strategy.state.multiplicity)
+            assert trained == want, (name, r, trained, drawn)
+            left_out += len(drawn) - len(trained)
+        assert left_out > 0, f"{name} selected every available node"
+        queries = [(t, n) for t, _, n in grid.sent if t != MessageType.TRAIN]
+        assert sorted(queries) == sorted((PARTITION_QUERY, n) for n in pid_of), name

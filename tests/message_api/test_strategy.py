@@ -12,6 +12,7 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Error, Message, MetricRec
 from flwr.common import Code, FitRes, Status, ndarrays_to_parameters
 
 from fedram_flwr import message_api, strategies
+from fedram_flwr.message_api.partitions import PARTITION_QUERY, PARTITION_RECORD
 from fedram_flwr.protocol import (
     CVAR_ALPHA,
     LR,
@@ -47,8 +48,9 @@ def node(step, silent_rounds=(), seen=None):
 
     def handle(message: Message) -> RecordDict | None:
         pid = NODES[message.metadata.dst_node_id]
-        if message.metadata.message_type == "query":  # rFedFair's properties
-            return RecordDict({"m": MetricRecord({PARTITION_ID: pid, NUM_EXAMPLES: SIZES[pid]})})
+        if message.metadata.message_type == PARTITION_QUERY:  # rFedFair asks p_i's m_i
+            answer = ConfigRecord({PARTITION_ID: pid, NUM_EXAMPLES: SIZES[pid]})
+            return RecordDict({PARTITION_RECORD: answer})
         config = message.content["config"]
         rnd = config["server-round"]
         if seen is not None:

@@ -6,6 +6,7 @@ naming the field."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from flwr.common.logger import FLOWER_LOGGER
 from fedram_flwr.engines import InProcessClientProxy, node_context
 from fedram_flwr.engines.server import StrategyEveryRound
 from fedram_flwr.experiment import Experiment
+from fedram_flwr.message_api.strategy import MODEL_BOUND
 from fedram_flwr.models import get_weights
 from fedram_flwr.registry import ALGORITHMS, ORACLES, algorithm_params, scenario_from_dict
 from fedram_flwr.registry.specs import AlgorithmSpec, OracleSpec
@@ -170,3 +172,31 @@ def test_unknown_algorithm_param_lists_allowed(scenario_dict) -> None:
 def test_fedavg_takes_no_cvar_params(scenario_dict) -> None:
     scenario_dict["algorithm"] = {"name": "fedavg", "params": {"alpha": 0.1}}
     assert scenario_error(scenario_dict).startswith("algorithm.params.alpha: unknown key")
+
+
+@pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
+def test_the_message_api_strategy_has_the_legacy_hyper_parameters(
+    algorithm: str, tmp_path: Path
+) -> None:
+    """``Experiment.message_strategy`` builds the spec's Message-API class over a core
+    equal to the legacy strategy's (same hyper-parameters, oracle-informed ones too);
+    q-FFL, on Flower's QFedAvg, gets q and the clients' learning rate as QFedAvg names
+    them."""
+    informed = bool(ALGORITHMS[algorithm].reads_hidden)
+    exp = Experiment(scenario_from_dict(tiny(algorithm, "markov", informed, tmp_path)), 0)
+    legacy, message = exp.strategy(), exp.message_strategy()
+    assert type(message) is ALGORITHMS[algorithm].message_strategy
+    assert (message.fraction_train, message.fraction_evaluate) == (1.0, 0.0)
+    if algorithm == "qffl":
+        assert (message.q, message.client_learning_rate) == (legacy.q_param, 0.05)
+        return
+    for field in dataclasses.fields(legacy.core):
+        if field.name in MODEL_BOUND:  # set from the model at start
+            continue
+        a, b = getattr(legacy.core, field.name), getattr(message.core, field.name)
+        if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+            np.testing.assert_array_equal(a, b, err_msg=field.name)
+        elif callable(a):  # FedAR's g(t): a partial, rebuilt
+            assert [a(t) for t in range(1, 30)] == [b(t) for t in range(1, 30)], field.name
+        else:
+            assert a == b, field.name

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import tomli_w
 
-from fedram_flwr.app_config import scenario_from_run_config
+from fedram_flwr.app_config import run_api, scenario_from_run_config
 from fedram_flwr.config import Scenario
 from fedram_flwr.engines.flwr.errors import FlwrRunError, TimeLimitError
 from fedram_flwr.engines.flwr.session import (
@@ -120,9 +120,12 @@ def run_with_flwr(
     tls: TlsFiles | None = None,
     kill_after: Mapping[int, int] | None = None,
     env: Mapping[str, str] | None = None,
+    api: str = "message",
 ) -> RunDirectory:
     """Run (scenario, seed) on Flower's Simulation or Deployment Engine (``engine``)
-    with ``flwr run .``; one SuperNode per client (``data.num_clients``).
+    with ``flwr run .``; one SuperNode per client (``data.num_clients``), through
+    Flower's ``api``: ``message`` (the Message-API strategy) or ``legacy``
+    (the run config's ``api``, :mod:`fedram_flwr.server_app`).
 
     ``scenario_path``: absolute, relative to the working directory, or relative to
     the app; ``overrides`` as in the run config (``"rounds=6,eval_every=3"``).
@@ -150,6 +153,7 @@ def run_with_flwr(
     # Validate early, bypassing the cache: the file may have changed since.
     scenario = scenario_from_run_config.__wrapped__(str(path), overrides)
     check_options(engine, scenario.data.num_clients, tls, kill_after or {})  # before any file
+    api = run_api(api)
     if timeout is None:
         limit = default_time_limit(scenario, engine)
     else:
@@ -170,6 +174,7 @@ def run_with_flwr(
                     tls=tls,
                     kill_after=kill_after,
                     env=env,
+                    api=api,
                 )
             except TimeLimitError as err:
                 message = limit.exceeded()
@@ -203,6 +208,7 @@ def _run_once(
     tls: TlsFiles | None,
     kill_after: Mapping[int, int] | None,
     env: Mapping[str, str] | None,
+    api: str,
 ) -> RunDirectory:
     """One attempt of :func:`run_with_flwr` (``path``: the scenario file, resolved)."""
     t0 = time.monotonic()
@@ -221,6 +227,7 @@ def _run_once(
                 "overrides": overrides,
                 "run-dir": str(out.path),
                 "run-token": out.held_token(),  # the ServerApp writes only under our lock
+                "api": api,
             }
         )
     )

@@ -1,0 +1,99 @@
+"""The partition-id contract of the Message API, written once: the one query the project's
+Message-API strategies send to learn who a node is, and the one client handler that
+answers it.
+
+Oracles and the algorithms' per-client state know clients by partition id; Flower names
+nodes by random node ids. The server sends a ``"query.partition_id"`` message
+(:data:`PARTITION_QUERY`, with no content) to a node; the node's ClientApp answers it with
+:func:`partition_id_query`, registered as ``app.query("partition_id")(partition_id_query)``:
+a ``ConfigRecord`` named ``"partition"`` holding ``partition-id`` (the node's
+``context.node_config["partition-id"]``, which the Simulation Engine and ``flower-supernode
+--node-config`` set) and, where the handler is given it, ``num-examples`` (m_i: rFedFair's
+p_i = m_i / m). :func:`ask_partitions` sends the query, :func:`answer_of` reads a reply
+and names what is missing. The availability wrapper
+(:mod:`~fedram_flwr.message_api.availability`) asks once per node; rFedFair run without
+the wrapper asks the same query itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
+from flwr.serverapp import Grid
+
+from fedram_flwr.availability.manager import AvailabilityError
+from fedram_flwr.protocol import NUM_EXAMPLES, PARTITION_ID
+
+PARTITION_ACTION = "partition_id"
+PARTITION_QUERY = f"{MessageType.QUERY}.{PARTITION_ACTION}"  # the query's message type
+PARTITION_RECORD = "partition"  # the reply's ConfigRecord
+NODE_CONFIG_KEYS = "node-config-keys"  # in the reply when partition-id is missing
+HANDLER_HINT = (
+    "register the handler in the ClientApp: "
+    f'app.query("{PARTITION_ACTION}")(partition_id_query), with '
+    "from fedram_flwr.message_api import partition_id_query"
+)
+
+
+def partition_id_query(
+    msg: Message, context: Context, *, num_examples: int | None = None
+) -> Message:
+    """Client side of the partition-id contract: answer the server's
+    ``"query.partition_id"`` message with ``ConfigRecord({"partition-id": K})`` from
+    ``context.node_config`` (set by the Simulation Engine, and by ``flower-supernode
+    --node-config "partition-id=K num-partitions=N"``), and ``"num-examples"`` (m_i, the
+    training-set size) when given: strategies that weigh nodes before training (rFedFair's
+    p_i = m_i / m) need it; register then a handler that passes it, e.g.
+    ``partition_id_query(msg, context, num_examples=len(trainset))``. A node without
+    ``partition-id`` answers with the keys it has, and the server stops with an error that
+    says what to add."""
+    config = context.node_config
+    if PARTITION_ID in config:
+        record = ConfigRecord({PARTITION_ID: config[PARTITION_ID]})
+        if num_examples is not None:
+            record[NUM_EXAMPLES] = int(num_examples)
+    else:
+        record = ConfigRecord({NODE_CONFIG_KEYS: ", ".join(sorted(config))})
+    return Message(RecordDict({PARTITION_RECORD: record}), reply_to=msg)
+
+
+def ask_partitions(grid: Grid, nodes: Iterable[int], timeout: float) -> list[Message]:
+    """One ``"query.partition_id"`` message to each of ``nodes``; the replies that came
+    within ``timeout`` seconds (:func:`answer_of` reads one)."""
+    messages = [
+        Message(RecordDict(), dst_node_id=node, message_type=PARTITION_QUERY) for node in nodes
+    ]
+    return list(grid.send_and_receive(messages, timeout=timeout)) if messages else []
+
+
+def answer_of(reply: Message, num_clients: int | None = None) -> tuple[int, int | None]:
+    """(partition id, m_i or None) of a reply to the partition-id query; an
+    :class:`AvailabilityError` that says what to add when the node could not answer, has
+    no ``partition-id``, or reports one outside 0..num_clients-1 (when given)."""
+    node = int(reply.metadata.src_node_id)
+    if reply.has_error():
+        raise AvailabilityError(
+            f"node {node} could not answer the partition-id query "
+            f"({reply.error.reason}); {HANDLER_HINT}"
+        )
+    record = reply.content.config_records.get(PARTITION_RECORD, ConfigRecord())
+    n = "N" if num_clients is None else num_clients
+    last = "N-1" if num_clients is None else num_clients - 1
+    if PARTITION_ID not in record:
+        keys = record.get(NODE_CONFIG_KEYS) or "none"
+        raise AvailabilityError(
+            f"node {node} has no '{PARTITION_ID}' in its node_config (its keys: "
+            f"{keys}); start it with flower-supernode --node-config "
+            f'"{PARTITION_ID}=K num-partitions={n}" (K in 0..{last}, one per node; the '
+            "Simulation Engine sets it itself)"
+        )
+    pid = record[PARTITION_ID]
+    known = "" if num_clients is None else f" (the oracle knows num_clients = {n})"
+    bound = float("inf") if num_clients is None else num_clients
+    if isinstance(pid, bool) or not isinstance(pid, int) or not 0 <= pid < bound:
+        raise AvailabilityError(
+            f"node {node} reports {PARTITION_ID} = {pid!r}: expected an integer in 0..{last}{known}"
+        )
+    size = record.get(NUM_EXAMPLES)
+    return pid, (None if size is None else int(size))
