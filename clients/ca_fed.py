@@ -12,17 +12,22 @@ from torch.nn import functional as F
 from fedram_flwr.clients.erm import ERMClient
 from fedram_flwr.models import get_weights, set_weights
 from fedram_flwr.protocol import LOCAL_OPTIMUM, RECEIVED_LOSS, REPORT_LOCAL_OPTIMUM
+from fedram_flwr.training import on_device
 
 
 def local_optimum_loss(
-    model: nn.Module, x: np.ndarray, y: np.ndarray, weight_decay: float, iterations: int = 200
+    model: nn.Module,
+    x: np.ndarray | torch.Tensor,
+    y: np.ndarray | torch.Tensor,
+    weight_decay: float,
+    iterations: int = 200,
 ) -> float:
     """F_k* of the client's data: the mean cross-entropy on (x, y) at the minimiser of
     mean cross-entropy + (weight_decay / 2) ||w||^2 (the ridge objective local SGD
     optimises, CA-Fed Sec. V-A b), found by full-batch L-BFGS from ``model``'s weights
     (``model`` is changed). Strongly convex for the linear model when weight_decay > 0."""
-    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
     params = list(model.parameters())
+    xt, yt = on_device(x, params[0].device), on_device(y, params[0].device)
     opt = torch.optim.LBFGS(
         params,
         lr=1.0,

@@ -15,8 +15,8 @@ from fedram_flwr.rng import stream
 
 def local_sgd(
     model: nn.Module,
-    x: np.ndarray,
-    y: np.ndarray,
+    x: np.ndarray | torch.Tensor,
+    y: np.ndarray | torch.Tensor,
     *,
     epochs: int,
     batch_size: int,
@@ -40,31 +40,35 @@ def local_sgd(
     is a pure function of its inputs. ``drop_last`` (``training.drop_last``): the last,
     smaller mini-batch of each pass is dropped instead of taken as a step of its own
     (:func:`batches_per_pass`). Returns the mean mini-batch loss of the last epoch (of
-    all ``steps`` steps).
+    all ``steps`` steps). Runs on the model's device; ``x``, ``y`` (arrays, or tensors
+    kept there by the caller) are moved there, the batch indices too.
     """
-    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
     params = list(model.parameters())
+    device = params[0].device
+    xt, yt = on_device(x, device), on_device(y, device)
     model.train()
     per_epoch = batches_per_pass(len(y), batch_size, drop_last)
     passes = epochs if steps is None else math.ceil(steps / per_epoch)
+    order = torch.from_numpy(np.concatenate([rng.permutation(len(y)) for _ in range(passes)]))
     batches = [
         idx
-        for _ in range(passes)
-        for idx in torch.split(torch.from_numpy(rng.permutation(len(y))), batch_size)[:per_epoch]
+        for one_pass in order.to(device).split(len(y))
+        for idx in one_pass.split(batch_size)[:per_epoch]
     ][:steps]
-    losses: list[float] = []
+    losses: list[torch.Tensor] = []
     for idx in batches:
         loss = F.cross_entropy(model(xt[idx]), yt[idx])
-        value = loss.item()
-        losses.append(value)
+        losses.append(loss.detach())
         for p in params:
             p.grad = None
-        (loss if batch_weight is None else loss * batch_weight(value)).backward()
+        (loss if batch_weight is None else loss * batch_weight(loss.item())).backward()
         if grad_offset is not None:
             for p, offset in zip(params, grad_offset, strict=True):
-                p.grad.add_(offset)
+                p.grad.add_(offset.to(p.device))
         sgd_step(params, lr, weight_decay)
-    return float(np.mean(losses[-(steps or per_epoch) :]))
+    # One device-to-host copy of the float32 losses, averaged in float64 as before.
+    values = torch.stack(losses[-(steps or per_epoch) :]).cpu().tolist()
+    return float(np.mean(values))
 
 
 @torch.no_grad()
@@ -98,10 +102,39 @@ def num_local_steps(
 
 
 @torch.no_grad()
-def predict_logits(model: nn.Module, x: np.ndarray, batch_size: int = 4096) -> torch.Tensor:
+def predict_logits(
+    model: nn.Module, x: np.ndarray | torch.Tensor, batch_size: int = 4096
+) -> torch.Tensor:
+    """The model's outputs on ``x`` in chunks of ``batch_size`` rows, on the model's
+    device (``x`` is moved there if it is not)."""
     model.eval()
-    xt = torch.from_numpy(x)
+    xt = on_device(x, next(model.parameters()).device)
     return torch.cat([model(xt[i : i + batch_size]) for i in range(0, len(xt), batch_size)])
+
+
+def on_device(x: np.ndarray | torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``x`` as a tensor on ``device``: a numpy array shares its memory on the CPU; a
+    tensor already there is returned as it is (callers cache device copies)."""
+    if isinstance(x, np.ndarray):
+        x = torch.from_numpy(x)
+    return x if x.device == device else x.to(device)
+
+
+def resolve_device(name: str) -> torch.device:
+    """``training.device`` as a torch device: ``cpu``, ``cuda`` (an error naming the
+    setting when no GPU is visible) or ``auto`` (``cuda`` where available, else ``cpu``)."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError(
+            "training.device: cuda is not available on this machine (torch sees no GPU); "
+            "allowed values here: cpu, auto"
+        )
+    if name not in ("cpu", "cuda"):
+        raise ValueError(
+            f"training.device: {name!r} is not allowed; allowed values: cpu, cuda, auto"
+        )
+    return torch.device(name)
 
 
 def client_rng(seed: int, server_round: int, partition_id: int) -> np.random.Generator:
