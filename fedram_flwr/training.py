@@ -57,7 +57,7 @@ def local_sgd(
     ][:steps]
     losses: list[torch.Tensor] = []
     for idx in batches:
-        loss = F.cross_entropy(model(xt[idx]), yt[idx])
+        loss = F.cross_entropy(model(xt.index_select(0, idx)), yt.index_select(0, idx))
         losses.append(loss.detach())
         for p in params:
             p.grad = None

@@ -31,7 +31,7 @@ from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import FedAvg as FlowerFedAvg
 
-from fedram_flwr.protocol import PARTITION_ID, ClientReply
+from fedram_flwr.protocol import PARTITION_ID, ClientReply, npy_array
 from fedram_flwr.strategies.core import Core
 
 
@@ -50,7 +50,7 @@ def to_reply(res: FitRes, needs_id: bool = True) -> ClientReply:
     """A ``FitRes`` as the cores see it; its arrays are decoded when asked for."""
     pid = client_id(res) if needs_id else int(res.metrics.get(PARTITION_ID, -1))
     return ClientReply(
-        pid, res.num_examples, res.metrics, lambda: parameters_to_ndarrays(res.parameters)
+        pid, res.num_examples, res.metrics, lambda: [npy_array(t) for t in res.parameters.tensors]
     )
 
 
