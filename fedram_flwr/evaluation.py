@@ -130,10 +130,10 @@ def make_evaluate_fn(
         if server_round % every and server_round != num_rounds:
             return None
         set_weights(model, parameters)
-        logits = predict_logits(model, test_x).cpu()
+        logits = predict_logits(model, test_x)
         loss, metrics = classification_metrics(logits, y, num_classes, rare_classes)
         if train_x is not None and client_y is not None and sizes is not None:
-            train_logits = predict_logits(model, train_x).cpu()
+            train_logits = predict_logits(model, train_x)
             extra = client_distribution_metrics(train_logits, client_y)
             if client_test is not None:
                 p = sizes / sizes.sum()

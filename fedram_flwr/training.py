@@ -105,11 +105,12 @@ def num_local_steps(
 def predict_logits(
     model: nn.Module, x: np.ndarray | torch.Tensor, batch_size: int = 4096
 ) -> torch.Tensor:
-    """The model's outputs on ``x`` in chunks of ``batch_size`` rows, on the model's
-    device (``x`` is moved there if it is not)."""
+    """The model's outputs on ``x`` in chunks of ``batch_size`` rows, computed on the
+    model's device (``x`` is moved there if it is not), returned on the CPU."""
     model.eval()
     xt = on_device(x, next(model.parameters()).device)
-    return torch.cat([model(xt[i : i + batch_size]) for i in range(0, len(xt), batch_size)])
+    chunks = [model(xt[i : i + batch_size]) for i in range(0, len(xt), batch_size)]
+    return torch.cat(chunks).cpu()
 
 
 def on_device(x: np.ndarray | torch.Tensor, device: torch.device) -> torch.Tensor:
@@ -122,7 +123,9 @@ def on_device(x: np.ndarray | torch.Tensor, device: torch.device) -> torch.Tenso
 
 def resolve_device(name: str) -> torch.device:
     """``training.device`` as a torch device: ``cpu``, ``cuda`` (an error naming the
-    setting when no GPU is visible) or ``auto`` (``cuda`` where available, else ``cpu``)."""
+    setting when no GPU is visible) or ``auto`` (``cuda`` where available, else ``cpu``).
+    On ``cuda`` it turns TensorFloat-32 off for matmuls and convolutions (cuDNN allows it
+    by default: 10-bit mantissas), so GPU runs stay within float32 rounding of CPU runs."""
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda" and not torch.cuda.is_available():
@@ -134,6 +137,9 @@ def resolve_device(name: str) -> torch.device:
         raise ValueError(
             f"training.device: {name!r} is not allowed; allowed values: cpu, cuda, auto"
         )
+    if name == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
     return torch.device(name)
 
 

@@ -1,5 +1,6 @@
 """Local SGD options FedAR's setting needs: K local steps instead of epochs, weight
-decay, SCAFFOLD's gradient offset, and whether a pass's last, smaller batch is a step."""
+decay, SCAFFOLD's gradient offset, and whether a pass's last, smaller batch is a step;
+data as arrays or tensors; the ``training.device`` setting."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from fedram_flwr.config import ScenarioError
 from fedram_flwr.experiment import Experiment
 from fedram_flwr.models import build_model, get_weights
 from fedram_flwr.registry import scenario_from_dict
-from fedram_flwr.training import local_sgd, num_local_steps, sgd_step
+from fedram_flwr.training import local_sgd, num_local_steps, resolve_device, sgd_step
 
 
 def problem(n: int = 10):
@@ -119,3 +121,28 @@ def test_drop_last_is_a_training_setting(scenario_dict) -> None:
     scenario_dict["training"]["drop_last"] = True
     exp = Experiment(scenario_from_dict(scenario_dict), 0)
     assert exp.client(0).drop_last is True
+
+
+def test_local_sgd_on_tensors_equals_on_arrays() -> None:
+    x, y = problem()
+    models = [build_model("logreg", (2,), 3, seed=0) for _ in range(2)]
+    args = dict(epochs=2, batch_size=4, lr=0.1, weight_decay=0.01)
+    loss_a = local_sgd(models[0], x, y, rng=np.random.default_rng(5), **args)
+    xt, yt = torch.from_numpy(x.copy()), torch.from_numpy(y.copy())
+    loss_t = local_sgd(models[1], xt, yt, rng=np.random.default_rng(5), **args)
+    assert loss_a == loss_t
+    assert all(np.array_equal(a, b) for a, b in zip(*map(get_weights, models)))
+
+
+def test_device_names_the_setting_and_its_values(scenario_dict) -> None:
+    scenario_dict["training"]["device"] = "tpu"
+    with pytest.raises(ScenarioError, match="training.device.*allowed values: cpu, cuda, auto"):
+        scenario_from_dict(scenario_dict)
+    with pytest.raises(ValueError, match="training.device.*allowed values: cpu, cuda, auto"):
+        resolve_device("tpu")
+    assert resolve_device("cpu") == torch.device("cpu")
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert resolve_device("auto") == torch.device(expected)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="training.device: cuda is not available"):
+            resolve_device("cuda")

@@ -39,7 +39,6 @@ from flwr.common import (
     RecordDict,
     Status,
 )
-
 from flwr.common.logger import FLOWER_LOGGER as flwr_logger
 from flwr.server.client_proxy import ClientProxy
 
