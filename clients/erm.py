@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import torch
 from flwr.client import NumPyClient
 from flwr.common import NDArrays, RecordDict, Scalar
 from torch import nn
@@ -31,7 +32,9 @@ class ERMClient(NumPyClient):
     optionally ``lr``, ``local-epochs``, ``batch-size`` overriding the defaults.
     ``drop_last``: ``training.drop_last`` (see ``local_sgd``). ``state`` is the client's
     persistent ``Context.state`` (Flower re-creates client objects; what must survive
-    between rounds lives there).
+    between rounds lives there). ``x``, ``y``: arrays, or tensors already on the model's
+    device (:meth:`~fedram_flwr.experiment.Experiment.client_data`); ``model`` may be
+    shared by clients that run one at a time (``fit`` loads the received weights first).
     """
 
     def __init__(
@@ -39,8 +42,8 @@ class ERMClient(NumPyClient):
         *,
         partition_id: int,
         model: nn.Module,
-        x: np.ndarray,
-        y: np.ndarray,
+        x: np.ndarray | torch.Tensor,
+        y: np.ndarray | torch.Tensor,
         lr: float,
         local_epochs: int,
         batch_size: int,
