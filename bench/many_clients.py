@@ -246,16 +246,23 @@ def main() -> None:
             results = [measure(name, args, Path(tmp)) for name in args.workloads]
     finally:
         torch.set_num_threads(threads)
-    report = {
+    conditions = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, device {args.device}"
         + (f" ({torch.cuda.get_device_name()})" if torch.cuda.is_available() else ""),
         "load_average": {"start": round(load, 2), "end": round(os.getloadavg()[0], 2)},
         "rounds": args.rounds,
         "repeats": args.repeats,
-        "results": results,
     }
+    path = args.out / "many_clients.json"
+    # Workloads measured by earlier invocations stay, each with its own conditions.
+    kept = json.loads(path.read_text())["results"] if path.is_file() else []
+    kept = [r for r in kept if r["workload"] not in args.workloads]
+    results = sorted(
+        kept + [{**r, **conditions} for r in results],
+        key=lambda r: list(WORKLOADS).index(r["workload"]),
+    )
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "many_clients.json").write_text(json.dumps(report, indent=2) + "\n")
+    path.write_text(json.dumps({"results": results}, indent=2) + "\n")
     print(table(results))
 
 
