@@ -71,7 +71,7 @@ def test_unknown_key_in_section(scenario_dict) -> None:
     scenario_dict["training"]["learning_rate"] = 0.1
     msg = build_error(scenario_dict)
     assert "training.learning_rate: unknown key" in msg
-    assert "batch_size, drop_last, local_epochs, local_steps, lr, weight_decay" in msg
+    assert "batch_size, device, drop_last, local_epochs, local_steps, lr, weight_decay" in msg
 
 
 @pytest.mark.parametrize(
