@@ -259,7 +259,12 @@ class Scenario:
 
     # -------------------------------------------------------------- conveniences
     def to_dict(self) -> dict[str, Any]:
-        return _plain(dataclasses.asdict(self))
+        out = _plain(dataclasses.asdict(self))
+        if out["training"]["device"] == "cpu":
+            # The default is left out: run folders (scenario.yaml, fingerprints) written
+            # before the setting existed still match their scenarios.
+            del out["training"]["device"]
+        return out
 
     def variants(self) -> list[tuple[str, Scenario]]:
         """Expand ``sweep`` into ``(label, scenario)`` pairs (one pair when empty).
