@@ -13,9 +13,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from fedram_flwr.clients.erm import ERMClient, FitResult
-from fedram_flwr.models import get_weights, set_weights
+from fedram_flwr.models import get_weights, on_device, set_weights
 from fedram_flwr.protocol import LOCAL_OPTIMUM, RECEIVED_LOSS, REPORT_LOCAL_OPTIMUM
-from fedram_flwr.training import LocalTrainer, on_device
+from fedram_flwr.training import LocalTrainer
 
 
 def local_optimum_loss(

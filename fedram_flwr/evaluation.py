@@ -13,9 +13,9 @@ from flwr.common import NDArrays, Scalar
 from torch import nn
 from torch.nn import functional as F
 
-from fedram_flwr.models import set_weights
+from fedram_flwr.models import on_device, set_weights
 from fedram_flwr.objectives import hcvar
-from fedram_flwr.training import on_device, predict_logits
+from fedram_flwr.training import predict_logits
 
 
 def classification_metrics(

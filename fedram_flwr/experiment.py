@@ -20,10 +20,9 @@ from fedram_flwr.availability import OracleClientManager
 from fedram_flwr.config import Scenario
 from fedram_flwr.data import FederatedData, load_federated_data
 from fedram_flwr.evaluation import make_evaluate_fn
-from fedram_flwr.models import build_model, get_weights
+from fedram_flwr.models import build_model, get_weights, on_device, resolve_device
 from fedram_flwr.protocol import SERVER_ROUND
 from fedram_flwr.registry import algorithm_params, algorithm_spec, oracle_params, oracle_spec
-from fedram_flwr.training import on_device, resolve_device
 
 
 def weighted_mean_metrics(results: list[tuple[int, Metrics]]) -> Metrics:

@@ -1,4 +1,5 @@
-"""Models of the papers' experiments, and numpy <-> torch parameter conversion."""
+"""Models of the papers' experiments, numpy <-> torch parameter conversion, and where
+models and data live (``training.device``)."""
 
 from __future__ import annotations
 
@@ -101,3 +102,33 @@ def set_weights(model: nn.Module, weights: Sequence[np.ndarray]) -> None:
         raise ValueError(f"parameter arrays of the wrong shape for {bad}")
     for v, w in zip(state.values(), sources):
         v.copy_(w)
+
+
+def on_device(x: np.ndarray | torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``x`` as a tensor on ``device``: a numpy array shares its memory on the CPU; a
+    tensor already there is returned as it is (callers cache device copies)."""
+    if isinstance(x, np.ndarray):
+        x = torch.from_numpy(x)
+    return x if x.device == device else x.to(device)
+
+
+def resolve_device(name: str) -> torch.device:
+    """``training.device`` as a torch device: ``cpu``, ``cuda`` (an error naming the
+    setting when no GPU is visible) or ``auto`` (``cuda`` where available, else ``cpu``).
+    On ``cuda`` it turns TensorFloat-32 off for matmuls and convolutions (cuDNN allows it
+    by default: 10-bit mantissas), so GPU runs stay within float32 rounding of CPU runs."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError(
+            "training.device: cuda is not available on this machine (torch sees no GPU); "
+            "allowed values here: cpu, auto"
+        )
+    if name not in ("cpu", "cuda"):
+        raise ValueError(
+            f"training.device: {name!r} is not allowed; allowed values: cpu, cuda, auto"
+        )
+    if name == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    return torch.device(name)

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from fedram_flwr.models import set_weights
+from fedram_flwr.models import on_device, set_weights
 from fedram_flwr.protocol import (
     BATCH_SIZE,
     LOCAL_EPOCHS,
@@ -196,36 +196,6 @@ def predict_logits(
     xt = on_device(x, next(model.parameters()).device)
     chunks = [model(xt[i : i + batch_size]) for i in range(0, len(xt), batch_size)]
     return torch.cat(chunks).cpu()
-
-
-def on_device(x: np.ndarray | torch.Tensor, device: torch.device) -> torch.Tensor:
-    """``x`` as a tensor on ``device``: a numpy array shares its memory on the CPU; a
-    tensor already there is returned as it is (callers cache device copies)."""
-    if isinstance(x, np.ndarray):
-        x = torch.from_numpy(x)
-    return x if x.device == device else x.to(device)
-
-
-def resolve_device(name: str) -> torch.device:
-    """``training.device`` as a torch device: ``cpu``, ``cuda`` (an error naming the
-    setting when no GPU is visible) or ``auto`` (``cuda`` where available, else ``cpu``).
-    On ``cuda`` it turns TensorFloat-32 off for matmuls and convolutions (cuDNN allows it
-    by default: 10-bit mantissas), so GPU runs stay within float32 rounding of CPU runs."""
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ValueError(
-            "training.device: cuda is not available on this machine (torch sees no GPU); "
-            "allowed values here: cpu, auto"
-        )
-    if name not in ("cpu", "cuda"):
-        raise ValueError(
-            f"training.device: {name!r} is not allowed; allowed values: cpu, cuda, auto"
-        )
-    if name == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
-    return torch.device(name)
 
 
 def client_rng(seed: int, server_round: int, partition_id: int) -> np.random.Generator:

@@ -1,4 +1,5 @@
-"""Models (fedram_flwr/models.py): ResNet-18 on SVHN images, LeNet-5's input check."""
+"""Models (fedram_flwr/models.py): ResNet-18 on SVHN images, LeNet-5's input check;
+where models and data live (the ``training.device`` setting)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ import numpy as np
 import pytest
 import torch
 
+from fedram_flwr.config import ScenarioError
 from fedram_flwr.data import load_image_dataset
-from fedram_flwr.models import build_model, get_weights, set_weights
+from fedram_flwr.models import build_model, get_weights, resolve_device, set_weights
+from fedram_flwr.registry import scenario_from_dict
 from tests.helpers import write_svhn
 
 
@@ -37,3 +40,17 @@ def test_set_weights_loads_like_load_state_dict_and_checks_shapes() -> None:
         set_weights(model, weights[:-1])
     with pytest.raises(ValueError, match="wrong shape"):
         set_weights(model, [w.T for w in weights])
+
+
+def test_device_names_the_setting_and_its_values(scenario_dict) -> None:
+    scenario_dict["training"]["device"] = "tpu"
+    with pytest.raises(ScenarioError, match="training.device.*allowed values: cpu, cuda, auto"):
+        scenario_from_dict(scenario_dict)
+    with pytest.raises(ValueError, match="training.device.*allowed values: cpu, cuda, auto"):
+        resolve_device("tpu")
+    assert resolve_device("cpu") == torch.device("cpu")
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert resolve_device("auto") == torch.device(expected)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="training.device: cuda is not available"):
+            resolve_device("cuda")

@@ -1,6 +1,6 @@
 """Local SGD options FedAR's setting needs: K local steps instead of epochs, weight
 decay, SCAFFOLD's gradient offset, and whether a pass's last, smaller batch is a step;
-data as arrays or tensors; the ``training.device`` setting."""
+data as arrays or tensors."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from fedram_flwr.config import ScenarioError
 from fedram_flwr.experiment import Experiment
 from fedram_flwr.models import build_model, get_weights, set_weights
 from fedram_flwr.protocol import SERVER_ROUND, TRAIN_LOSS
@@ -22,7 +21,6 @@ from fedram_flwr.training import (
     client_rng,
     local_sgd,
     num_local_steps,
-    resolve_device,
     sgd_passes,
     sgd_step,
 )
@@ -195,17 +193,3 @@ def test_trainer_on_tensors_is_a_plain_loop_bit_for_bit() -> None:
         sgd_step(params, 0.1, 0.01)
     assert run.steps == 5 and run.metrics[TRAIN_LOSS] == float(np.mean(losses))
     assert all(np.array_equal(a, b) for a, b in zip(get_weights(model), get_weights(reference)))
-
-
-def test_device_names_the_setting_and_its_values(scenario_dict) -> None:
-    scenario_dict["training"]["device"] = "tpu"
-    with pytest.raises(ScenarioError, match="training.device.*allowed values: cpu, cuda, auto"):
-        scenario_from_dict(scenario_dict)
-    with pytest.raises(ValueError, match="training.device.*allowed values: cpu, cuda, auto"):
-        resolve_device("tpu")
-    assert resolve_device("cpu") == torch.device("cpu")
-    expected = "cuda" if torch.cuda.is_available() else "cpu"
-    assert resolve_device("auto") == torch.device(expected)
-    if not torch.cuda.is_available():
-        with pytest.raises(ValueError, match="training.device: cuda is not available"):
-            resolve_device("cuda")
