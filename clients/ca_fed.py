@@ -13,7 +13,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from fedram_flwr.clients.erm import ERMClient, FitResult
-from fedram_flwr.models import get_weights, set_weights
+from fedram_flwr.models import get_weights, on_device, set_weights
 from fedram_flwr.protocol import LOCAL_OPTIMUM, RECEIVED_LOSS, REPORT_LOCAL_OPTIMUM
 from fedram_flwr.training import LocalTrainer
 
@@ -29,8 +29,8 @@ def local_optimum_loss(
     mean cross-entropy + (weight_decay / 2) ||w||^2 (the ridge objective local SGD
     optimises, CA-Fed Sec. V-A b), found by full-batch L-BFGS from ``model``'s weights
     (``model`` is changed). Strongly convex for the linear model when weight_decay > 0."""
-    xt, yt = torch.as_tensor(x), torch.as_tensor(y)
     params = list(model.parameters())
+    xt, yt = on_device(x, params[0].device), on_device(y, params[0].device)
     opt = torch.optim.LBFGS(
         params,
         lr=1.0,

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
+import torch
 from flwr.client import NumPyClient
 from flwr.common import NDArrays, RecordDict, Scalar
 from torch import nn
@@ -44,7 +45,10 @@ class ERMClient(NumPyClient):
     optionally ``lr``, ``local-epochs``, ``batch-size`` overriding the defaults.
     ``drop_last``: ``training.drop_last`` (see ``local_sgd``). ``state`` is the client's
     persistent ``Context.state`` (Flower re-creates client objects; what must survive
-    between rounds lives there). Subclasses set ``local_fit``, their local objective.
+    between rounds lives there). ``x``, ``y``: arrays, or tensors already on the model's
+    device (:meth:`~fedram_flwr.experiment.Experiment.client_data`); ``model`` may be
+    shared by clients that run one at a time (``fit`` loads the received weights first).
+    Subclasses set ``local_fit``, their local objective.
     """
 
     local_fit: LocalFit = staticmethod(fit_erm)
@@ -54,8 +58,8 @@ class ERMClient(NumPyClient):
         *,
         partition_id: int,
         model: nn.Module,
-        x: np.ndarray,
-        y: np.ndarray,
+        x: np.ndarray | torch.Tensor,
+        y: np.ndarray | torch.Tensor,
         lr: float,
         local_epochs: int,
         batch_size: int,
@@ -84,6 +88,7 @@ class ERMClient(NumPyClient):
             seed=self.seed,
             partition_id=self.partition_id,
             drop_last=self.drop_last,
+            device=next(self.model.parameters()).device,
         )
         return LocalTrainer(
             self.model,

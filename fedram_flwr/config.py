@@ -185,6 +185,10 @@ class TrainingConfig:
     # True: it is dropped, as the FedAR/MIFA/FedVARP/FedAU authors' code does (for a
     # client with few examples under 1/p_i weighting, that step adds update variance).
     drop_last: bool = False
+    # Where clients train and the server evaluates: cpu, cuda (an NVIDIA GPU), or auto
+    # (cuda where torch sees one, else cpu). Data and models stay on it; GPU arithmetic
+    # rounds differently from the CPU's (results agree to a tolerance, not bit for bit).
+    device: Literal["cpu", "cuda", "auto"] = "cpu"
 
     def __post_init__(self) -> None:
         check_range("training.lr", self.lr, 0.0, None, lo_open=True)
@@ -255,7 +259,12 @@ class Scenario:
 
     # -------------------------------------------------------------- conveniences
     def to_dict(self) -> dict[str, Any]:
-        return _plain(dataclasses.asdict(self))
+        out = _plain(dataclasses.asdict(self))
+        if out["training"]["device"] == "cpu":
+            # The default is left out: run folders (scenario.yaml, fingerprints) written
+            # before the setting existed still match their scenarios.
+            del out["training"]["device"]
+        return out
 
     def variants(self) -> list[tuple[str, Scenario]]:
         """Expand ``sweep`` into ``(label, scenario)`` pairs (one pair when empty).

@@ -13,7 +13,7 @@ from flwr.common import NDArrays, Scalar
 from torch import nn
 from torch.nn import functional as F
 
-from fedram_flwr.models import set_weights
+from fedram_flwr.models import on_device, set_weights
 from fedram_flwr.objectives import hcvar
 from fedram_flwr.training import predict_logits
 
@@ -124,17 +124,21 @@ def make_evaluate_fn(
     :func:`client_distribution_metrics`, and with ``client_test`` too (each client's
     indices into the test set) :func:`client_test_metrics`; the per-client lists only
     at the last round."""
-    train_x = np.concatenate(client_x) if client_x is not None else None
+    # Built once, on the model's device: the test set and the union of the clients' data.
+    device = next(model.parameters()).device
+    test_x = on_device(x, device)
+    train_x = on_device(np.concatenate(client_x), device) if client_x is not None else None
     sizes = np.array([len(c) for c in client_y]) if client_y is not None else None
 
     def evaluate(server_round: int, parameters: NDArrays, config: dict[str, Scalar]):
         if server_round % every and server_round != num_rounds:
             return None
         set_weights(model, parameters)
-        logits = predict_logits(model, x)
+        logits = predict_logits(model, test_x)
         loss, metrics = classification_metrics(logits, y, num_classes, rare_classes)
         if train_x is not None and client_y is not None and sizes is not None:
-            extra = client_distribution_metrics(predict_logits(model, train_x), client_y)
+            train_logits = predict_logits(model, train_x)
+            extra = client_distribution_metrics(train_logits, client_y)
             if client_test is not None:
                 p = sizes / sizes.sum()
                 extra.update(client_test_metrics(logits, y, client_test, p, hcvar_alpha))

@@ -10,17 +10,19 @@ from __future__ import annotations
 from functools import cached_property
 
 import numpy as np
+import torch
 from flwr.app import MetricRecord
 from flwr.client import NumPyClient
 from flwr.common import Metrics, RecordDict
 from flwr.server.strategy import Strategy
 from flwr.serverapp.strategy import Strategy as MessageStrategy
+from torch import nn
 
 from fedram_flwr.availability import OracleClientManager
 from fedram_flwr.config import Scenario
 from fedram_flwr.data import FederatedData, load_federated_data
 from fedram_flwr.evaluation import EvaluateFn, make_evaluate_fn
-from fedram_flwr.models import build_model, get_weights
+from fedram_flwr.models import build_model, get_weights, on_device, resolve_device
 from fedram_flwr.protocol import SERVER_ROUND
 from fedram_flwr.registry import algorithm_params, algorithm_spec, oracle_params, oracle_spec
 
@@ -79,9 +81,48 @@ class Experiment:
     def availability_law(self) -> np.ndarray:
         return availability_law(self.scenario, self.seed)
 
-    def new_model(self):
+    @cached_property
+    def device(self) -> torch.device:
+        """Where clients train and the server evaluates (``training.device``)."""
+        return resolve_device(self.scenario.training.device)
+
+    def new_model(self) -> nn.Module:
+        """A fresh model with the seeded initial weights, on :attr:`device`."""
         d = self.data
-        return build_model(self.scenario.model.name, d.input_shape, d.num_classes, self.seed)
+        model = build_model(self.scenario.model.name, d.input_shape, d.num_classes, self.seed)
+        return model.to(self.device)
+
+    @cached_property
+    def _shared_model(self) -> tuple[nn.Module, list[torch.Tensor]]:
+        model = self.new_model()
+        return model, [v.clone() for v in model.state_dict().values()]
+
+    @torch.no_grad()
+    def client_model(self) -> nn.Module:
+        """The one model object the clients built here share (a process runs one client
+        at a time; each loads the received weights before it trains), reset to the
+        seeded initial weights, as :meth:`new_model` would build it, at a copy's cost."""
+        model, initial = self._shared_model
+        for v, w in zip(model.state_dict().values(), initial):
+            v.copy_(w)
+        return model
+
+    def client_data(self, partition_id: int) -> tuple[np.ndarray | torch.Tensor, ...]:
+        """Client ``partition_id``'s (x, y): the arrays on the CPU (torch shares their
+        memory), tensors copied once to the device otherwise."""
+        d = self.data
+        if self.device.type == "cpu":
+            return d.client_x[partition_id], d.client_y[partition_id]
+        if partition_id not in self._device_data:
+            self._device_data[partition_id] = tuple(
+                on_device(a, self.device)
+                for a in (d.client_x[partition_id], d.client_y[partition_id])
+            )
+        return self._device_data[partition_id]
+
+    @cached_property
+    def _device_data(self) -> dict[int, tuple[torch.Tensor, ...]]:
+        return {}
 
     def client_manager(self) -> OracleClientManager:
         return build_oracle(self.scenario, self.seed)
@@ -143,11 +184,12 @@ class Experiment:
                 f"partition id {partition_id} is outside 0..{len(d.client_y) - 1} "
                 f"(data.num_clients = {len(d.client_y)})"
             )
+        x, y = self.client_data(partition_id)
         return algorithm_spec(self.scenario).client(
             partition_id=partition_id,
-            model=self.new_model(),
-            x=d.client_x[partition_id],
-            y=d.client_y[partition_id],
+            model=self.client_model(),
+            x=x,
+            y=y,
             lr=t.lr,
             local_epochs=t.local_epochs,
             batch_size=t.batch_size,

@@ -1,4 +1,5 @@
-"""Models of the papers' experiments, and numpy <-> torch parameter conversion."""
+"""Models of the papers' experiments, numpy <-> torch parameter conversion, and where
+models and data live (``training.device``)."""
 
 from __future__ import annotations
 
@@ -83,13 +84,51 @@ def resnet18(num_classes: int) -> nn.Module:
 
 
 def get_weights(model: nn.Module) -> list[np.ndarray]:
+    """The model's state as fresh numpy arrays (copied to the CPU from any device)."""
     return [v.detach().cpu().numpy().copy() for v in model.state_dict().values()]
 
 
+@torch.no_grad()
 def set_weights(model: nn.Module, weights: Sequence[np.ndarray]) -> None:
+    """Copy ``weights`` into the model's state in place (onto its device): the
+    ``copy_`` that ``load_state_dict`` does, without its per-module traversal (~5x
+    cheaper for a small model, the same values)."""
     state = model.state_dict()
     if len(weights) != len(state):
         raise ValueError(f"expected {len(state)} parameter arrays, got {len(weights)}")
-    model.load_state_dict(
-        {k: torch.from_numpy(np.asarray(w)) for k, w in zip(state, weights)}, strict=True
-    )
+    sources = [torch.from_numpy(np.asarray(w)) for w in weights]
+    bad = [k for (k, v), w in zip(state.items(), sources) if v.shape != w.shape]
+    if bad:
+        raise ValueError(f"parameter arrays of the wrong shape for {bad}")
+    for v, w in zip(state.values(), sources):
+        v.copy_(w)
+
+
+def on_device(x: np.ndarray | torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``x`` as a tensor on ``device``: a numpy array shares its memory on the CPU; a
+    tensor already there is returned as it is (callers cache device copies)."""
+    if isinstance(x, np.ndarray):
+        x = torch.from_numpy(x)
+    return x if x.device == device else x.to(device)
+
+
+def resolve_device(name: str) -> torch.device:
+    """``training.device`` as a torch device: ``cpu``, ``cuda`` (an error naming the
+    setting when no GPU is visible) or ``auto`` (``cuda`` where available, else ``cpu``).
+    On ``cuda`` it turns TensorFloat-32 off for matmuls and convolutions (cuDNN allows it
+    by default: 10-bit mantissas), so GPU runs stay within float32 rounding of CPU runs."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError(
+            "training.device: cuda is not available on this machine (torch sees no GPU); "
+            "allowed values here: cpu, auto"
+        )
+    if name not in ("cpu", "cuda"):
+        raise ValueError(
+            f"training.device: {name!r} is not allowed; allowed values: cpu, cuda, auto"
+        )
+    if name == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    return torch.device(name)

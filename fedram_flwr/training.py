@@ -18,7 +18,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from fedram_flwr.models import set_weights
+from fedram_flwr.models import on_device, set_weights
 from fedram_flwr.protocol import (
     BATCH_SIZE,
     LOCAL_EPOCHS,
@@ -54,27 +54,31 @@ def sgd_passes(
 
     ``batch_weight(f_b)`` scales the gradient of each mini-batch (the CVaR client uses
     it for d G_i / d f_b, eq. 6); ``None`` is plain SGD. ``grad_offset`` (one tensor per
-    parameter) is added to every gradient before the step (SCAFFOLD's c - c_i);
-    ``weight_decay`` is SGD's. The step is :func:`sgd_step`. Returns the mean mini-batch
-    loss of the last pass (of all ``steps`` steps) and the number of steps taken (K).
+    parameter, moved to the parameters' device once) is added to every gradient before
+    the step (SCAFFOLD's c - c_i); ``weight_decay`` is SGD's. The step is
+    :func:`sgd_step`. Runs where the model and the batches are; the losses stay there
+    until one host copy at the end (on a GPU: one sync per fit, not one per step).
+    Returns the mean mini-batch loss of the last pass (of all ``steps`` steps) and the
+    number of steps taken (K).
     """
     if steps is None and epochs < 1:
         raise ValueError(f"local-epochs must be >= 1, got {epochs}")
     params = list(model.parameters())
+    if grad_offset is not None:
+        grad_offset = [o.to(p.device) for p, o in zip(params, grad_offset, strict=True)]
     model.train()
-    losses: list[float] = []
+    losses: list[torch.Tensor] = []
     taken = 0
     for _ in range(epochs) if steps is None else itertools.count():
-        pass_losses: list[float] = []
+        pass_losses: list[torch.Tensor] = []
         for x, y in one_pass():
             if taken == steps:
                 break
             loss = F.cross_entropy(model(x), y)
-            value = loss.item()
-            pass_losses.append(value)
+            pass_losses.append(loss.detach())
             for p in params:
                 p.grad = None
-            (loss if batch_weight is None else loss * batch_weight(value)).backward()
+            (loss if batch_weight is None else loss * batch_weight(loss.item())).backward()
             if grad_offset is not None:
                 for p, offset in zip(params, grad_offset, strict=True):
                     p.grad.add_(offset)
@@ -85,28 +89,41 @@ def sgd_passes(
         losses += pass_losses
         if taken == steps:
             break
-    return float(np.mean(losses if steps is not None else pass_losses)), taken
+    # One host copy of the float32 losses, averaged in float64 as each loss.item() was.
+    values = torch.stack(losses if steps is not None else pass_losses).cpu().tolist()
+    return float(np.mean(values)), taken
 
 
 def array_pass(
-    x: np.ndarray, y: np.ndarray, batch_size: int, rng: np.random.Generator, drop_last: bool
+    x: np.ndarray | torch.Tensor,
+    y: np.ndarray | torch.Tensor,
+    batch_size: int,
+    rng: np.random.Generator,
+    drop_last: bool,
+    device: torch.device | str | None = None,
 ) -> OnePass:
-    """Passes over in-memory (x, y): each a fresh permutation drawn from ``rng``, cut into
-    ``batches_per_pass`` mini-batches of ``batch_size``."""
-    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
-    per_pass = batches_per_pass(len(y), batch_size, drop_last)
+    """Passes over in-memory (x, y), arrays or tensors, kept on ``device`` (default:
+    where they are; an array shares its memory on the CPU): each pass a fresh permutation
+    drawn from ``rng`` and copied there, cut into ``batches_per_pass`` mini-batches of
+    ``batch_size``, gathered by ``index_select``."""
+    where = None if device is None else torch.device(device)
+    xt, yt = (torch.as_tensor(a) if where is None else on_device(a, where) for a in (x, y))
+    per_pass = batches_per_pass(len(yt), batch_size, drop_last)
 
     def one_pass() -> Iterable[Batch]:
-        order = torch.from_numpy(rng.permutation(len(y)))
-        return ((xt[idx], yt[idx]) for idx in torch.split(order, batch_size)[:per_pass])
+        order = torch.from_numpy(rng.permutation(len(yt))).to(xt.device)
+        return (
+            (xt.index_select(0, idx), yt.index_select(0, idx))
+            for idx in order.split(batch_size)[:per_pass]
+        )
 
     return one_pass
 
 
 def local_sgd(
     model: nn.Module,
-    x: np.ndarray,
-    y: np.ndarray,
+    x: np.ndarray | torch.Tensor,
+    y: np.ndarray | torch.Tensor,
     *,
     epochs: int,
     batch_size: int,
@@ -118,15 +135,17 @@ def local_sgd(
     grad_offset: Sequence[torch.Tensor] | None = None,
     drop_last: bool = False,
 ) -> float:
-    """:func:`sgd_passes` over in-memory (x, y), batches drawn from ``rng`` only, so a
+    """:func:`sgd_passes` over in-memory (x, y) (arrays, or tensors the caller keeps on
+    the model's device; moved there otherwise), batches drawn from ``rng`` only, so a
     client's update is a pure function of its inputs. ``drop_last``
     (``training.drop_last``): the last, smaller mini-batch of each pass is dropped instead
     of taken as a step of its own (:func:`batches_per_pass`). Returns the mean mini-batch
     loss of the last epoch (of all ``steps`` steps).
     """
+    device = next(model.parameters()).device
     loss, _ = sgd_passes(
         model,
-        array_pass(x, y, batch_size, rng, drop_last),
+        array_pass(x, y, batch_size, rng, drop_last, device),
         epochs=epochs,
         lr=lr,
         steps=steps,
@@ -168,10 +187,15 @@ def num_local_steps(
 
 
 @torch.no_grad()
-def predict_logits(model: nn.Module, x: np.ndarray, batch_size: int = 4096) -> torch.Tensor:
+def predict_logits(
+    model: nn.Module, x: np.ndarray | torch.Tensor, batch_size: int = 4096
+) -> torch.Tensor:
+    """The model's outputs on ``x`` in chunks of ``batch_size`` rows, computed on the
+    model's device (``x`` is moved there if it is not), returned on the CPU."""
     model.eval()
-    xt = torch.from_numpy(x)
-    return torch.cat([model(xt[i : i + batch_size]) for i in range(0, len(xt), batch_size)])
+    xt = on_device(x, next(model.parameters()).device)
+    chunks = [model(xt[i : i + batch_size]) for i in range(0, len(xt), batch_size)]
+    return torch.cat(chunks).cpu()
 
 
 def client_rng(seed: int, server_round: int, partition_id: int) -> np.random.Generator:
@@ -196,21 +220,23 @@ class ArrayData:
     """The project's in-memory (x, y) of client ``partition_id``: each pass a permutation
     drawn from the (seed, round, id) stream (:func:`client_rng`), so every engine and
     both of Flower's APIs train on the same batches. The config's ``batch-size``
-    overrides ``batch_size``."""
+    overrides ``batch_size``. (x, y): arrays or tensors; batches are gathered on
+    ``device`` (default: where the tensors are, the CPU for arrays)."""
 
     def __init__(
         self,
-        x: np.ndarray,
-        y: np.ndarray,
+        x: np.ndarray | torch.Tensor,
+        y: np.ndarray | torch.Tensor,
         *,
         batch_size: int,
         seed: int,
         partition_id: int,
         drop_last: bool = False,
+        device: torch.device | str | None = None,
     ) -> None:
         self.x, self.y = x, y
         self.batch_size, self.seed, self.partition_id = batch_size, seed, partition_id
-        self.drop_last = drop_last
+        self.drop_last, self.device = drop_last, device
 
     def __len__(self) -> int:
         return len(self.y)
@@ -218,9 +244,9 @@ class ArrayData:
     def passes(self, config: Mapping[str, Any]) -> OnePass:
         rng = client_rng(self.seed, int(config.get(SERVER_ROUND, 0)), self.partition_id)
         batch_size = int(config.get(BATCH_SIZE, self.batch_size))
-        return array_pass(self.x, self.y, batch_size, rng, self.drop_last)
+        return array_pass(self.x, self.y, batch_size, rng, self.drop_last, self.device)
 
-    def full(self) -> tuple[np.ndarray, np.ndarray]:
+    def full(self) -> tuple[np.ndarray | torch.Tensor, np.ndarray | torch.Tensor]:
         return self.x, self.y
 
 

@@ -35,6 +35,7 @@ from fedram_flwr.protocol import (
     PARTITION_ID,
     ClientReply,
     in_partition_order,
+    npy_array,
     reply_partition_id,
 )
 from fedram_flwr.strategies.core import Core
@@ -49,7 +50,7 @@ def to_reply(res: FitRes, needs_id: bool = True, strategy: str = "strategy") -> 
     """A ``FitRes`` as the cores see it; its arrays are decoded when asked for."""
     pid = reply_partition_id(res.metrics, needs_id, strategy)
     return ClientReply(
-        pid, res.num_examples, res.metrics, lambda: parameters_to_ndarrays(res.parameters)
+        pid, res.num_examples, res.metrics, lambda: [npy_array(t) for t in res.parameters.tensors]
     )
 
 

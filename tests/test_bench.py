@@ -1,11 +1,20 @@
-"""The CA-Fed benchmark scripts under bench/ (Fig. 4a estimator errors, selection time)
-on tiny inputs."""
+"""The benchmark scripts under bench/ on tiny inputs: CA-Fed's (Fig. 4a estimator
+errors, selection time) and the many-clients plain loop."""
 
 from __future__ import annotations
 
 import importlib.util
 import sys
 from pathlib import Path
+
+import numpy as np
+import torch
+
+from fedram_flwr.experiment import Experiment
+from fedram_flwr.models import get_weights
+from fedram_flwr.protocol import SERVER_ROUND
+from fedram_flwr.registry import scenario_from_dict
+from tests.helpers import TINY_GAUSSIAN
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 
@@ -35,3 +44,26 @@ def test_selection_bench_times_one_selection() -> None:
     assert row["clients"] == 200 and row["repeats"] == 2 and 0 < row["included"] <= 200
     for part in ("estimators", "get", "total", "total_cpu"):
         assert 0 <= row[f"{part}_min_s"] <= row[f"{part}_median_s"]
+
+
+def test_many_clients_plain_round_is_the_engines_sgd() -> None:
+    """Every workload resolves; one full-batch step of the plain loop is local_sgd's step
+    (up to the order of the batch's sum), then the example-weighted average."""
+    bench = load_bench("many_clients")
+    for name in bench.WORKLOADS:
+        s = bench.workload(name, 3, "cpu")
+        assert s.rounds == 3 and s.eval_every > 3 and not s.client_metrics
+    training = {"lr": 0.1, "local_steps": 1, "batch_size": 1000, "weight_decay": 0.01}
+    s = scenario_from_dict({**TINY_GAUSSIAN, "algorithm": {"name": "fedavg"}, "training": training})
+    exp = Experiment(s, 0)
+    xs = [torch.from_numpy(x) for x in exp.data.client_x]
+    ys = [torch.from_numpy(y) for y in exp.data.client_y]
+    initial = get_weights(exp.new_model())
+    theta = {"weight": torch.from_numpy(initial[0]), "bias": torch.from_numpy(initial[1])}
+    plain = bench.plain_round(s, xs, ys, [0, 2], theta, torch.Generator().manual_seed(0), 3)
+    expected = 0
+    for k in (0, 2):
+        arrays, n, _ = exp.client(k).fit(initial, {SERVER_ROUND: 1})
+        expected = expected + np.array(arrays[0]) * n / (len(ys[0]) + len(ys[2]))
+    np.testing.assert_allclose(plain["weight"].numpy(), expected, rtol=0, atol=1e-6)
+    assert not np.allclose(expected, initial[0])

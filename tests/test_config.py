@@ -71,7 +71,7 @@ def test_unknown_key_in_section(scenario_dict) -> None:
     scenario_dict["training"]["learning_rate"] = 0.1
     msg = build_error(scenario_dict)
     assert "training.learning_rate: unknown key" in msg
-    assert "batch_size, drop_last, local_epochs, local_steps, lr, weight_decay" in msg
+    assert "batch_size, device, drop_last, local_epochs, local_steps, lr, weight_decay" in msg
 
 
 @pytest.mark.parametrize(
@@ -261,3 +261,12 @@ def test_more_out_of_range_values(scenario_dict, section, key, value, expected) 
 def test_null_section_is_an_error(scenario_dict, section: str) -> None:
     scenario_dict[section] = None
     assert build_error(scenario_dict).startswith(f"{section}: expected a mapping, got null")
+
+
+def test_default_device_is_left_out_of_the_resolved_scenario(scenario_dict) -> None:
+    """Fingerprints of runs recorded before ``training.device`` existed stay valid."""
+    assert "device" not in scenario_from_dict(scenario_dict).to_dict()["training"]
+    scenario_dict["training"]["device"] = "cuda"
+    resolved = scenario_from_dict(scenario_dict)
+    assert resolved.training.device == "cuda" and resolved.to_dict()["training"]["device"] == "cuda"
+    assert scenario_from_dict(resolved.to_dict()).training.device == "cuda"

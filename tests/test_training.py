@@ -1,5 +1,6 @@
 """Local SGD options FedAR's setting needs: K local steps instead of epochs, weight
-decay, SCAFFOLD's gradient offset, and whether a pass's last, smaller batch is a step."""
+decay, SCAFFOLD's gradient offset, and whether a pass's last, smaller batch is a step;
+data as arrays or tensors."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ from torch import nn
 from torch.nn import functional as F
 
 from fedram_flwr.experiment import Experiment
-from fedram_flwr.models import build_model, get_weights
+from fedram_flwr.models import build_model, get_weights, set_weights
+from fedram_flwr.protocol import SERVER_ROUND, TRAIN_LOSS
 from fedram_flwr.registry import scenario_from_dict
 from fedram_flwr.training import (
     ArrayData,
     LoaderData,
     LocalTrainer,
+    client_rng,
     local_sgd,
     num_local_steps,
     sgd_passes,
@@ -152,3 +155,41 @@ def test_drop_last_is_a_training_setting(scenario_dict) -> None:
     scenario_dict["training"]["drop_last"] = True
     exp = Experiment(scenario_from_dict(scenario_dict), 0)
     assert exp.client(0).drop_last is True
+
+
+def test_local_sgd_on_tensors_equals_on_arrays() -> None:
+    x, y = problem()
+    models = [build_model("logreg", (2,), 3, seed=0) for _ in range(2)]
+    args = dict(epochs=2, batch_size=4, lr=0.1, weight_decay=0.01)
+    loss_a = local_sgd(models[0], x, y, rng=np.random.default_rng(5), **args)
+    xt, yt = torch.from_numpy(x.copy()), torch.from_numpy(y.copy())
+    loss_t = local_sgd(models[1], xt, yt, rng=np.random.default_rng(5), **args)
+    assert loss_a == loss_t
+    assert all(np.array_equal(a, b) for a, b in zip(*map(get_weights, models)))
+
+
+def test_trainer_on_tensors_is_a_plain_loop_bit_for_bit() -> None:
+    """The path the legacy clients and the Message-API blocks share (ArrayData of
+    tensors -> sgd_passes: index_select batches, the losses copied to the host once)
+    against a plain loop (x[idx], loss.item() each step) on the same permutations."""
+    x, y = problem()
+    theta = get_weights(build_model("logreg", (2,), 3, seed=0))
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+    data = ArrayData(xt, yt, batch_size=4, seed=7, partition_id=2, device="cpu")
+    model = build_model("logreg", (2,), 3, seed=1)
+    run = LocalTrainer(model, data, 2, 0.1, local_steps=5, weight_decay=0.01).train(
+        theta, {SERVER_ROUND: 3}
+    )
+    reference = build_model("logreg", (2,), 3, seed=1)
+    set_weights(reference, theta)
+    params, rng, losses = list(reference.parameters()), client_rng(7, 3, 2), []
+    orders = [torch.from_numpy(rng.permutation(10)) for _ in range(2)]  # K = 5 > 3 a pass
+    for idx in [idx for order in orders for idx in torch.split(order, 4)][:5]:
+        loss = F.cross_entropy(reference(xt[idx]), yt[idx])
+        losses.append(loss.item())
+        for p in params:
+            p.grad = None
+        loss.backward()
+        sgd_step(params, 0.1, 0.01)
+    assert run.steps == 5 and run.metrics[TRAIN_LOSS] == float(np.mean(losses))
+    assert all(np.array_equal(a, b) for a, b in zip(get_weights(model), get_weights(reference)))

@@ -25,8 +25,9 @@ from typing import Any
 
 import numpy as np
 import torch
-from flwr.client import Client
+from flwr.client import Client, NumPyClient
 from flwr.common import (
+    Code,
     Context,
     DisconnectRes,
     EvaluateIns,
@@ -37,8 +38,10 @@ from flwr.common import (
     GetParametersRes,
     GetPropertiesIns,
     GetPropertiesRes,
+    Parameters,
     ReconnectIns,
     RecordDict,
+    Status,
 )
 from flwr.common.logger import FLOWER_LOGGER as flwr_logger
 from flwr.server.client_proxy import ClientProxy
@@ -53,6 +56,7 @@ from fedram_flwr.engines.resume import (
 from fedram_flwr.experiment import Experiment
 from fedram_flwr.outputs import RecordingStrategy, RunDirectory
 from fedram_flwr.plot_inputs import write_plot_inputs
+from fedram_flwr.protocol import npy_array, npy_bytes
 from fedram_flwr.rundir import (
     CHECKPOINT_FILE,
     Checkpoint,
@@ -64,15 +68,18 @@ from fedram_flwr.rundir import (
 
 
 class InProcessClientProxy(ClientProxy):
-    """A ClientProxy that calls a Flower ``Client`` in this process."""
+    """A ClientProxy that calls a Flower ``Client`` (or ``NumPyClient``) in this process."""
 
-    def __init__(self, cid: str, client_fn: Callable[[Context], Client], context: Context) -> None:
+    def __init__(
+        self, cid: str, client_fn: Callable[[Context], Client | NumPyClient], context: Context
+    ) -> None:
         super().__init__(cid)
         self.client_fn = client_fn
         self.context = context
 
     def _client(self) -> Client:
-        return self.client_fn(self.context)
+        client = self.client_fn(self.context)
+        return client.to_client() if isinstance(client, NumPyClient) else client
 
     def get_properties(
         self, ins: GetPropertiesIns, timeout: float | None, group_id: int | None
@@ -85,7 +92,20 @@ class InProcessClientProxy(ClientProxy):
         return self._client().get_parameters(ins)
 
     def fit(self, ins: FitIns, timeout: float | None, group_id: int | None) -> FitRes:
-        return self._client().fit(ins)
+        client = self.client_fn(self.context)
+        if not isinstance(client, NumPyClient):
+            return client.fit(ins)
+        # Flower's NumPyClient ``fit`` with the .npy bytes (de)coded by the protocol's
+        # codec: the same bytes and arrays, ~10x cheaper for a small model.
+        arrays, num_examples, metrics = client.fit(
+            [npy_array(t) for t in ins.parameters.tensors], ins.config
+        )
+        return FitRes(
+            status=Status(code=Code.OK, message="Success"),
+            parameters=Parameters([npy_bytes(a) for a in arrays], "numpy.ndarray"),
+            num_examples=num_examples,
+            metrics=metrics,
+        )
 
     def evaluate(
         self, ins: EvaluateIns, timeout: float | None, group_id: int | None
@@ -221,8 +241,8 @@ def _serve(
     manager = exp.client_manager()
     k = scenario.data.num_clients
 
-    def client_fn(context: Context) -> Client:
-        return exp.client(int(context.node_config["partition-id"]), context.state).to_client()
+    def client_fn(context: Context) -> NumPyClient:
+        return exp.client(int(context.node_config["partition-id"]), context.state)
 
     contexts = {pid: node_context(pid, k, {}) for pid in range(k)}
     for pid, context in contexts.items():
