@@ -3,25 +3,33 @@ and 8-11); on request it also reports its minimum local loss F_k*."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import numpy as np
 import torch
-from flwr.common import ConfigRecord, NDArrays, Scalar
+from flwr.common import ConfigRecord, NDArrays, RecordDict
 from torch import nn
 from torch.nn import functional as F
 
-from fedram_flwr.clients.erm import ERMClient
+from fedram_flwr.clients.erm import ERMClient, FitResult
 from fedram_flwr.models import get_weights, set_weights
 from fedram_flwr.protocol import LOCAL_OPTIMUM, RECEIVED_LOSS, REPORT_LOCAL_OPTIMUM
+from fedram_flwr.training import LocalTrainer
 
 
 def local_optimum_loss(
-    model: nn.Module, x: np.ndarray, y: np.ndarray, weight_decay: float, iterations: int = 200
+    model: nn.Module,
+    x: np.ndarray | torch.Tensor,
+    y: np.ndarray | torch.Tensor,
+    weight_decay: float,
+    iterations: int = 200,
 ) -> float:
     """F_k* of the client's data: the mean cross-entropy on (x, y) at the minimiser of
     mean cross-entropy + (weight_decay / 2) ||w||^2 (the ridge objective local SGD
     optimises, CA-Fed Sec. V-A b), found by full-batch L-BFGS from ``model``'s weights
     (``model`` is changed). Strongly convex for the linear model when weight_decay > 0."""
-    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+    xt, yt = torch.as_tensor(x), torch.as_tensor(y)
     params = list(model.parameters())
     opt = torch.optim.LBFGS(
         params,
@@ -45,7 +53,20 @@ def local_optimum_loss(
         return float(F.cross_entropy(model(xt), yt))
 
 
-class CAFedClient(ERMClient):
+def local_optimum(trainer: LocalTrainer, theta: NDArrays, state: RecordDict) -> float:
+    """F_k* (:func:`local_optimum_loss` from theta on all the client's data), computed
+    once and kept in ``state`` (``Context.state``)."""
+    if LOCAL_OPTIMUM not in state:
+        set_weights(trainer.model, theta)
+        x, y = trainer.data.full()
+        value = local_optimum_loss(trainer.model, x, y, trainer.weight_decay)
+        state[LOCAL_OPTIMUM] = ConfigRecord({LOCAL_OPTIMUM: value})
+    return float(state[LOCAL_OPTIMUM][LOCAL_OPTIMUM])
+
+
+def fit_ca_fed(
+    trainer: LocalTrainer, parameters: NDArrays, config: Mapping[str, Any], state: RecordDict
+) -> FitResult:
     """ERM local training (eq. 2) that also returns F_k^(t) = F_k(w_{t,0}, B_{t,0}),
     the mean loss of its first mini-batch at the received model, as the fit metric
     ``received-loss``. That value is the first SGD step's own forward pass, observed
@@ -55,29 +76,33 @@ class CAFedClient(ERMClient):
     (mu/2)||w_t||^2 is the same for every client of round t, but F_hat* compares
     rounds, so F_hat - F_hat* omits (mu/2)(||w_t||^2 - ||w_s||^2).
 
-    When the fit config carries ``report-local-optimum`` (CA-Fed with ``loss_floor:
-    local-optimum``) it also returns ``local-optimum-loss``, :func:`local_optimum_loss`
-    on its training data, computed once (from the received model) and kept in
-    ``Context.state``."""
+    When the train config carries ``report-local-optimum`` (CA-Fed with ``loss_floor:
+    local-optimum``) it also returns ``local-optimum-loss``, :func:`local_optimum`."""
+    floor = (
+        {LOCAL_OPTIMUM: local_optimum(trainer, parameters, state)}
+        if config.get(REPORT_LOCAL_OPTIMUM)
+        else {}
+    )
+    seen: list[float] = []
 
-    def local_optimum(self, theta: NDArrays) -> float:
-        if LOCAL_OPTIMUM not in self.state:
-            set_weights(self.model, theta)
-            value = local_optimum_loss(self.model, self.x, self.y, self.weight_decay)
-            self.state[LOCAL_OPTIMUM] = ConfigRecord({LOCAL_OPTIMUM: value})
-        return float(self.state[LOCAL_OPTIMUM][LOCAL_OPTIMUM])
+    def observe(loss: float) -> float:
+        seen.append(loss)
+        return 1.0
 
-    def fit(self, parameters: NDArrays, config: dict[str, Scalar]):
-        floor = (
-            {LOCAL_OPTIMUM: self.local_optimum(parameters)}
-            if config.get(REPORT_LOCAL_OPTIMUM)
-            else {}
-        )
-        seen: list[float] = []
+    metrics = trainer.train(parameters, config, batch_weight=observe).metrics
+    return (
+        get_weights(trainer.model),
+        trainer.num_examples,
+        {
+            **metrics,
+            RECEIVED_LOSS: seen[0],
+            **floor,
+        },
+    )
 
-        def observe(loss: float) -> float:
-            seen.append(loss)
-            return 1.0
 
-        metrics = self.train(parameters, config, batch_weight=observe)
-        return get_weights(self.model), len(self.y), {**metrics, RECEIVED_LOSS: seen[0], **floor}
+class CAFedClient(ERMClient):
+    """CA-Fed's (and AFL's, q-FFL's) NumPyClient: :func:`fit_ca_fed` on the client's data,
+    F_k* kept in its ``Context.state``."""
+
+    local_fit = staticmethod(fit_ca_fed)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
-from flwr.common import NDArrays, Scalar
+from flwr.common import NDArrays, RecordDict
 
-from fedram_flwr.clients.erm import ERMClient
+from fedram_flwr.clients.erm import ERMClient, FitResult
 from fedram_flwr.models import get_weights
 from fedram_flwr.objectives import cvar_gradient_weights
 from fedram_flwr.protocol import (
@@ -17,39 +18,46 @@ from fedram_flwr.protocol import (
     join_theta_t,
     split_theta_t,
 )
+from fedram_flwr.training import LocalTrainer
 
 
-class CVaRClient(ERMClient):
+def fit_cvar(
+    trainer: LocalTrainer, parameters: NDArrays, config: Mapping[str, Any], state: RecordDict
+) -> FitResult:
     """Receives (theta, t); for H epochs, per mini-batch b with mean loss f_b:
 
         theta <- theta - eta_theta * dG/df * grad f_b,   t <- t - eta_t * dG/dt
 
-    (Alg. 1, line 8), with (dG/df, dG/dt) from ``cvar_gradient_weights``. Fit config
+    (Alg. 1, line 8), with (dG/df, dG/dt) from ``cvar_gradient_weights``. Train config
     carries ``cvar-alpha``, ``cvar-gamma`` and ``lr-t`` (eta_t). Returns (theta, t) and
-    metrics ``train-loss`` and ``t``.
+    metrics ``train-loss`` and ``t``; ``state`` unused.
     """
+    alpha, gamma = float(config[CVAR_ALPHA]), float(config[CVAR_GAMMA])
+    return train_with_threshold(
+        trainer,
+        parameters,
+        config,
+        lambda loss, t: cvar_gradient_weights(loss, t, alpha, gamma),
+        lr=float(config[LR_T]),
+        name=THRESHOLD_T,
+    )
 
-    def fit(self, parameters: NDArrays, config: dict[str, Scalar]):
-        alpha, gamma = float(config[CVAR_ALPHA]), float(config[CVAR_GAMMA])
-        return train_with_threshold(
-            self,
-            parameters,
-            config,
-            lambda loss, t: cvar_gradient_weights(loss, t, alpha, gamma),
-            lr=float(config[LR_T]),
-            name=THRESHOLD_T,
-        )
+
+class CVaRClient(ERMClient):
+    """Fed-CVaR-Avg's NumPyClient: :func:`fit_cvar` on the client's data."""
+
+    local_fit = staticmethod(fit_cvar)
 
 
 def train_with_threshold(
-    client: ERMClient,
+    trainer: LocalTrainer,
     parameters: NDArrays,
-    config: dict[str, Scalar],
+    config: Mapping[str, Any],
     gradient_weights: Callable[[float, float], tuple[float, float]],
     *,
     lr: float,
     name: str,
-):
+) -> FitResult:
     """Fit (theta, s) jointly, s the scalar threshold sent as the last array (Fed-CVaR-Avg's
     t, RC-FL's eta): per mini-batch with mean loss f_b, (w, d_s) = gradient_weights(f_b, s)
     scales the batch's theta-gradient by w, and s <- s - lr * d_s. Returns Flower's fit
@@ -62,5 +70,5 @@ def train_with_threshold(
         s -= lr * d_s
         return d_theta
 
-    metrics = {**client.train(theta, config, batch_weight=step), name: s}
-    return join_theta_t(get_weights(client.model), s), len(client.y), metrics
+    metrics = {**trainer.train(theta, config, batch_weight=step).metrics, name: s}
+    return join_theta_t(get_weights(trainer.model), s), trainer.num_examples, metrics

@@ -1,26 +1,39 @@
-"""Empirical-risk client: plain local mini-batch SGD (FedAvg's client)."""
+"""Empirical-risk client: plain local mini-batch SGD (FedAvg's client).
+
+Every client of this package is a legacy NumPyClient over one shared local fit: a
+function ``fit_*(trainer, parameters, config, state)`` that returns Flower's fit triple
+(arrays, num-examples, metrics). The Message-API building blocks
+(:mod:`fedram_flwr.message_api.client`) call the same functions with a
+:class:`~fedram_flwr.training.LocalTrainer` over the user's own model and data loader.
+"""
 
 from __future__ import annotations
 
-import time
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 from flwr.client import NumPyClient
 from flwr.common import NDArrays, RecordDict, Scalar
 from torch import nn
 
-from fedram_flwr.models import get_weights, set_weights
-from fedram_flwr.protocol import (
-    BATCH_SIZE,
-    LOCAL_EPOCHS,
-    LR,
-    NUM_EXAMPLES,
-    PARTITION_ID,
-    SERVER_ROUND,
-    TRAIN_LOSS,
-    TRAIN_SECONDS,
-)
-from fedram_flwr.training import client_rng, local_sgd
+from fedram_flwr.models import get_weights
+from fedram_flwr.protocol import NUM_EXAMPLES, PARTITION_ID
+from fedram_flwr.training import ArrayData, LocalTrainer
+
+FitResult = tuple[NDArrays, int, dict[str, Scalar]]
+"""Flower's fit triple: the arrays sent back, m_i and the fit metrics."""
+
+LocalFit = Callable[[LocalTrainer, NDArrays, Mapping[str, Any], RecordDict], FitResult]
+"""One local objective: (trainer, received arrays, train config, Context.state) -> fit."""
+
+
+def fit_erm(
+    trainer: LocalTrainer, parameters: NDArrays, config: Mapping[str, Any], state: RecordDict
+) -> FitResult:
+    """Train the received model by local SGD on the mean loss (eq. 2); ``state`` unused."""
+    run = trainer.train(parameters, config)
+    return get_weights(trainer.model), trainer.num_examples, run.metrics
 
 
 class ERMClient(NumPyClient):
@@ -31,8 +44,10 @@ class ERMClient(NumPyClient):
     optionally ``lr``, ``local-epochs``, ``batch-size`` overriding the defaults.
     ``drop_last``: ``training.drop_last`` (see ``local_sgd``). ``state`` is the client's
     persistent ``Context.state`` (Flower re-creates client objects; what must survive
-    between rounds lives there).
+    between rounds lives there). Subclasses set ``local_fit``, their local objective.
     """
+
+    local_fit: LocalFit = staticmethod(fit_erm)
 
     def __init__(
         self,
@@ -59,40 +74,32 @@ class ERMClient(NumPyClient):
         self.seed = seed
         self.state = RecordDict() if state is None else state
 
+    @property
+    def trainer(self) -> LocalTrainer:
+        """This client's local training, on its arrays in the seeded batch order."""
+        data = ArrayData(
+            self.x,
+            self.y,
+            batch_size=self.batch_size,
+            seed=self.seed,
+            partition_id=self.partition_id,
+            drop_last=self.drop_last,
+        )
+        return LocalTrainer(
+            self.model,
+            data,
+            self.partition_id,
+            self.lr,
+            self.local_epochs,
+            self.local_steps,
+            self.weight_decay,
+        )
+
     def get_properties(self, config: dict[str, Scalar]) -> dict[str, Scalar]:
         return {PARTITION_ID: self.partition_id, NUM_EXAMPLES: len(self.y)}
 
     def get_parameters(self, config: dict[str, Scalar]) -> NDArrays:
         return get_weights(self.model)
 
-    def train(
-        self, theta: NDArrays, config: dict[str, Scalar], batch_weight=None, grad_offset=None
-    ) -> dict[str, Scalar]:
-        """Load theta, run local SGD (``batch_weight``, ``grad_offset`` as in
-        ``local_sgd``); return the fit metrics every client reports: partition id,
-        ``train-loss`` and ``train-seconds`` (the local SGD alone, for benchmarks)."""
-        set_weights(self.model, theta)
-        start = time.perf_counter()
-        loss = local_sgd(
-            self.model,
-            self.x,
-            self.y,
-            epochs=int(config.get(LOCAL_EPOCHS, self.local_epochs)),
-            batch_size=int(config.get(BATCH_SIZE, self.batch_size)),
-            lr=float(config.get(LR, self.lr)),
-            rng=client_rng(self.seed, int(config.get(SERVER_ROUND, 0)), self.partition_id),
-            batch_weight=batch_weight,
-            steps=self.local_steps,
-            weight_decay=self.weight_decay,
-            grad_offset=grad_offset,
-            drop_last=self.drop_last,
-        )
-        return {
-            PARTITION_ID: self.partition_id,
-            TRAIN_LOSS: loss,
-            TRAIN_SECONDS: time.perf_counter() - start,
-        }
-
-    def fit(self, parameters: NDArrays, config: dict[str, Scalar]):
-        metrics = self.train(parameters, config)
-        return get_weights(self.model), len(self.y), metrics
+    def fit(self, parameters: NDArrays, config: dict[str, Scalar]) -> FitResult:
+        return self.local_fit(self.trainer, parameters, config, self.state)

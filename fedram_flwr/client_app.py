@@ -1,24 +1,94 @@
-"""ClientApp for ``flwr run .``: one NumPyClient per SuperNode partition."""
+"""ClientApps for ``flwr run .``: the scenario's client on each SuperNode partition.
+
+Flower 1.39's ``ClientApp`` takes either a ``client_fn`` or ``@app.train()`` /
+``@app.evaluate()`` handlers, never both (``ClientApp.train`` raises "Use either
+`@app.train()` or `client_fn`, but not both"), and a handler app rejects the legacy
+``get_properties`` messages the legacy oracles send ("Invalid message type"). So:
+``app`` is the legacy API's (one NumPyClient per message); ``message_app`` runs the Message
+API's handlers, which call the blocks of :mod:`fedram_flwr.message_api.client` on the
+scenario's model and data (batches in the same seeded order), and hands every legacy
+message to ``app``: named in pyproject's ``[tool.flwr.app.components]`` as
+``clientapp = "fedram_flwr.client_app:message_app"`` it serves both APIs, so the server
+alone (its run config) picks the API.
+"""
 
 from __future__ import annotations
 
+import torch
+from flwr.app import Context, Message
 from flwr.client import Client, ClientApp
-from flwr.common import Context
+from flwr.common.constant import MessageTypeLegacy
+from torch.utils.data import DataLoader, TensorDataset
 
 from fedram_flwr.app_config import run_settings
 from fedram_flwr.experiment import Experiment
+from fedram_flwr.message_api.client import evaluate, objective_for, partition_id
 
 
-def client_fn(context: Context) -> Client:
+def node_experiment(context: Context) -> tuple[Experiment, int]:
+    """The run's experiment and this node's partition id (checked against the scenario)."""
     scenario, seed = run_settings(context.run_config)
-    pid = int(context.node_config["partition-id"])
+    pid = partition_id(context)
     n = int(context.node_config.get("num-partitions", scenario.data.num_clients))
     if n != scenario.data.num_clients:
         raise ValueError(
             f"the federation has {n} partitions but data.num_clients is "
             f"{scenario.data.num_clients}: use num-supernodes={scenario.data.num_clients}"
         )
-    return Experiment(scenario, seed).client(pid, context.state).to_client()
+    return Experiment(scenario, seed), pid
+
+
+def client_fn(context: Context) -> Client:
+    exp, pid = node_experiment(context)
+    return exp.client(pid, context.state).to_client()
 
 
 app = ClientApp(client_fn=client_fn)
+"""The legacy-API ClientApp (legacy strategies and oracles)."""
+
+LEGACY_TYPES = (MessageTypeLegacy.GET_PROPERTIES, MessageTypeLegacy.GET_PARAMETERS)
+LEGACY_RECORDS = ("fitins.parameters", "evaluateins.parameters")
+"""How the legacy API's messages look on the wire (``flwr.compat``'s record names)."""
+
+
+def is_legacy(message: Message) -> bool:
+    """A message of the legacy API: get_properties / get_parameters, or fit / evaluate
+    instructions in ``flwr.compat``'s records."""
+    if message.metadata.message_type in LEGACY_TYPES:
+        return True
+    return any(key in message.content.array_records for key in LEGACY_RECORDS)
+
+
+class BothAPIsClientApp(ClientApp):
+    """A handler ClientApp that passes the legacy API's messages to ``legacy``."""
+
+    def __init__(self, legacy: ClientApp) -> None:
+        super().__init__()
+        self.legacy = legacy
+
+    def __call__(self, message: Message, context: Context) -> Message:
+        if is_legacy(message):
+            return self.legacy(message, context)
+        return super().__call__(message, context)
+
+
+message_app = BothAPIsClientApp(app)
+"""The Message-API ClientApp; legacy messages go to ``app``."""
+
+
+@message_app.train()
+def train(msg: Message, context: Context) -> Message:
+    """The scenario's local objective on the node's data, as its legacy client trains."""
+    exp, pid = node_experiment(context)
+    client = exp.client(pid, context.state)
+    return objective_for(type(client)).reply(msg, context, client.trainer)
+
+
+@message_app.evaluate()
+def evaluate_partition(msg: Message, context: Context) -> Message:
+    """Loss and accuracy of the received model on the node's own test set
+    (``client_test``, the per-client test split of the scenario's data)."""
+    exp, pid = node_experiment(context)
+    d, own = exp.data, exp.data.client_test[pid]
+    data = TensorDataset(torch.from_numpy(d.test_x[own]), torch.from_numpy(d.test_y[own]))
+    return evaluate(msg, context, exp.new_model(), DataLoader(data, batch_size=4096))

@@ -29,7 +29,8 @@ by it so sums are the same whatever order replies arrive in."""
 
 NUM_EXAMPLES = "num-examples"
 """property (int): m_i, the size of the client's training set. RC-FL's server reads it
-to form p_i = m_i / m over the connected clients."""
+to form p_i = m_i / m over the connected clients. Also a metric of every Message-API
+reply, train and evaluate (Flower's ``weighted_by_key`` default)."""
 
 TRAIN_LOSS = "train-loss"
 """fit metric (float): the mean mini-batch loss of the client's last local epoch."""
@@ -50,6 +51,13 @@ THRESHOLD_T = "t"
 
 THRESHOLD_ETA = "eta"
 """fit metric (float): RC-FL's eta after the client's local steps."""
+
+EVAL_LOSS = "eval-loss"
+"""evaluate metric (float): the client's mean cross-entropy at the received model (a
+Message-API ``@app.evaluate()`` reply)."""
+
+EVAL_ACCURACY = "eval-accuracy"
+"""evaluate metric (float): the client's accuracy at the received model."""
 
 # --------------------------------------------------------------- server -> client
 SERVER_ROUND = "server-round"

@@ -1,16 +1,106 @@
-"""Local mini-batch SGD shared by every NumPyClient (Fed-CVaR-Avg Alg. 1, lines 5-10)."""
+"""Local mini-batch SGD shared by every client, legacy NumPyClient and Message-API block
+alike (Fed-CVaR-Avg Alg. 1, lines 5-10): one loop (:func:`sgd_passes`) over passes of
+mini-batches that come from the project's in-memory arrays (:class:`ArrayData`, batch order
+seeded from (seed, round, id)) or from a user's torch data loader (:class:`LoaderData`),
+and one client's training around it (:class:`LocalTrainer`)."""
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
 
+from fedram_flwr.models import set_weights
+from fedram_flwr.protocol import (
+    BATCH_SIZE,
+    LOCAL_EPOCHS,
+    LR,
+    PARTITION_ID,
+    SERVER_ROUND,
+    TRAIN_LOSS,
+    TRAIN_SECONDS,
+)
 from fedram_flwr.rng import stream
+
+Batch = tuple[torch.Tensor, torch.Tensor]
+"""One mini-batch: (inputs, integer labels)."""
+
+OnePass = Callable[[], Iterable[Batch]]
+"""Each call starts one pass (epoch) over a client's data."""
+
+
+def sgd_passes(
+    model: nn.Module,
+    one_pass: OnePass,
+    *,
+    epochs: int,
+    lr: float,
+    steps: int | None = None,
+    batch_weight: Callable[[float], float] | None = None,
+    weight_decay: float = 0.0,
+    grad_offset: Sequence[torch.Tensor] | None = None,
+) -> tuple[float, int]:
+    """``epochs`` passes of mini-batch SGD on the mean cross-entropy f_b of each batch; or,
+    when ``steps`` is given, exactly ``steps`` steps (FedAR Sec. 6.1: K local steps),
+    starting a new pass whenever one runs out.
+
+    ``batch_weight(f_b)`` scales the gradient of each mini-batch (the CVaR client uses
+    it for d G_i / d f_b, eq. 6); ``None`` is plain SGD. ``grad_offset`` (one tensor per
+    parameter) is added to every gradient before the step (SCAFFOLD's c - c_i);
+    ``weight_decay`` is SGD's. The step is :func:`sgd_step`. Returns the mean mini-batch
+    loss of the last pass (of all ``steps`` steps) and the number of steps taken (K).
+    """
+    if steps is None and epochs < 1:
+        raise ValueError(f"local-epochs must be >= 1, got {epochs}")
+    params = list(model.parameters())
+    model.train()
+    losses: list[float] = []
+    taken = 0
+    for _ in range(epochs) if steps is None else itertools.count():
+        pass_losses: list[float] = []
+        for x, y in one_pass():
+            if taken == steps:
+                break
+            loss = F.cross_entropy(model(x), y)
+            value = loss.item()
+            pass_losses.append(value)
+            for p in params:
+                p.grad = None
+            (loss if batch_weight is None else loss * batch_weight(value)).backward()
+            if grad_offset is not None:
+                for p, offset in zip(params, grad_offset, strict=True):
+                    p.grad.add_(offset)
+            sgd_step(params, lr, weight_decay)
+            taken += 1
+        if not pass_losses:
+            raise ValueError("local training: a pass over the client's data gave no mini-batch")
+        losses += pass_losses
+        if taken == steps:
+            break
+    return float(np.mean(losses if steps is not None else pass_losses)), taken
+
+
+def array_pass(
+    x: np.ndarray, y: np.ndarray, batch_size: int, rng: np.random.Generator, drop_last: bool
+) -> OnePass:
+    """Passes over in-memory (x, y): each a fresh permutation drawn from ``rng``, cut into
+    ``batches_per_pass`` mini-batches of ``batch_size``."""
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+    per_pass = batches_per_pass(len(y), batch_size, drop_last)
+
+    def one_pass() -> Iterable[Batch]:
+        order = torch.from_numpy(rng.permutation(len(y)))
+        return ((xt[idx], yt[idx]) for idx in torch.split(order, batch_size)[:per_pass])
+
+    return one_pass
 
 
 def local_sgd(
@@ -28,43 +118,23 @@ def local_sgd(
     grad_offset: Sequence[torch.Tensor] | None = None,
     drop_last: bool = False,
 ) -> float:
-    """Run ``epochs`` passes of mini-batch SGD on the mean cross-entropy f_b; or, when
-    ``steps`` is given, exactly ``steps`` mini-batch steps (FedAR Sec. 6.1: K local
-    steps), reshuffling at each pass over the data.
-
-    ``batch_weight(f_b)`` scales the gradient of each mini-batch (the CVaR client uses
-    it for d G_i / d f_b, eq. 6); ``None`` is plain SGD. ``grad_offset`` (one tensor per
-    parameter) is added to every gradient before the step (SCAFFOLD's c - c_i);
-    ``weight_decay`` is SGD's. The step is ``sgd_step`` (torch.optim.SGD's arithmetic
-    without importing torch.optim). Batches are drawn from ``rng`` only, so a client's update
-    is a pure function of its inputs. ``drop_last`` (``training.drop_last``): the last,
-    smaller mini-batch of each pass is dropped instead of taken as a step of its own
-    (:func:`batches_per_pass`). Returns the mean mini-batch loss of the last epoch (of
-    all ``steps`` steps).
+    """:func:`sgd_passes` over in-memory (x, y), batches drawn from ``rng`` only, so a
+    client's update is a pure function of its inputs. ``drop_last``
+    (``training.drop_last``): the last, smaller mini-batch of each pass is dropped instead
+    of taken as a step of its own (:func:`batches_per_pass`). Returns the mean mini-batch
+    loss of the last epoch (of all ``steps`` steps).
     """
-    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
-    params = list(model.parameters())
-    model.train()
-    per_epoch = batches_per_pass(len(y), batch_size, drop_last)
-    passes = epochs if steps is None else math.ceil(steps / per_epoch)
-    batches = [
-        idx
-        for _ in range(passes)
-        for idx in torch.split(torch.from_numpy(rng.permutation(len(y))), batch_size)[:per_epoch]
-    ][:steps]
-    losses: list[float] = []
-    for idx in batches:
-        loss = F.cross_entropy(model(xt[idx]), yt[idx])
-        value = loss.item()
-        losses.append(value)
-        for p in params:
-            p.grad = None
-        (loss if batch_weight is None else loss * batch_weight(value)).backward()
-        if grad_offset is not None:
-            for p, offset in zip(params, grad_offset, strict=True):
-                p.grad.add_(offset)
-        sgd_step(params, lr, weight_decay)
-    return float(np.mean(losses[-(steps or per_epoch) :]))
+    loss, _ = sgd_passes(
+        model,
+        array_pass(x, y, batch_size, rng, drop_last),
+        epochs=epochs,
+        lr=lr,
+        steps=steps,
+        batch_weight=batch_weight,
+        weight_decay=weight_decay,
+        grad_offset=grad_offset,
+    )
+    return loss
 
 
 @torch.no_grad()
@@ -107,3 +177,186 @@ def predict_logits(model: nn.Module, x: np.ndarray, batch_size: int = 4096) -> t
 def client_rng(seed: int, server_round: int, partition_id: int) -> np.random.Generator:
     """The generator of one client's draws in one round: seeded from (seed, round, id)."""
     return stream("client-batches", seed, server_round, partition_id)
+
+
+class ClientData(Protocol):
+    """A client's training data as local SGD sees it."""
+
+    def __len__(self) -> int:
+        """m_i, the number of training examples (``num-examples``)."""
+
+    def passes(self, config: Mapping[str, Any]) -> OnePass:
+        """The passes of one round, given the round's train config."""
+
+    def full(self) -> tuple[Any, Any]:
+        """All of (x, y) at once (CA-Fed's F_k*, a full-batch minimisation)."""
+
+
+class ArrayData:
+    """The project's in-memory (x, y) of client ``partition_id``: each pass a permutation
+    drawn from the (seed, round, id) stream (:func:`client_rng`), so every engine and
+    both of Flower's APIs train on the same batches. The config's ``batch-size``
+    overrides ``batch_size``."""
+
+    def __init__(
+        self,
+        x: np.ndarray,
+        y: np.ndarray,
+        *,
+        batch_size: int,
+        seed: int,
+        partition_id: int,
+        drop_last: bool = False,
+    ) -> None:
+        self.x, self.y = x, y
+        self.batch_size, self.seed, self.partition_id = batch_size, seed, partition_id
+        self.drop_last = drop_last
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def passes(self, config: Mapping[str, Any]) -> OnePass:
+        rng = client_rng(self.seed, int(config.get(SERVER_ROUND, 0)), self.partition_id)
+        batch_size = int(config.get(BATCH_SIZE, self.batch_size))
+        return array_pass(self.x, self.y, batch_size, rng, self.drop_last)
+
+    def full(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.x, self.y
+
+
+class LoaderData:
+    """A user's data loader (a torch ``DataLoader`` or any re-iterable of batches): each
+    pass iterates it once, in its own order. ``to_xy`` turns one batch into (inputs,
+    labels); the default takes an (x, y) pair (``TensorDataset``, torchvision); Flower
+    Datasets' dict batches need e.g. ``to_xy=lambda b: (b["img"], b["label"])``. Batches
+    move to ``device``. ``num_examples`` defaults to ``len(loader.dataset)``."""
+
+    def __init__(
+        self,
+        loader: Iterable[Any],
+        *,
+        to_xy: Callable[[Any], Batch] | None = None,
+        device: torch.device | str | None = None,
+        num_examples: int | None = None,
+    ) -> None:
+        self.loader, self.to_xy, self.device = loader, to_xy or pair_batch, device
+        dataset = getattr(loader, "dataset", None)
+        if num_examples is None and not hasattr(dataset, "__len__"):
+            raise ValueError(
+                "num_examples: the data loader has no sized .dataset to count its "
+                "examples (num-examples): pass num_examples=..."
+            )
+        self.num_examples = len(dataset) if num_examples is None else num_examples
+
+    def __len__(self) -> int:
+        return self.num_examples
+
+    def passes(self, config: Mapping[str, Any]) -> OnePass:
+        if BATCH_SIZE in config:
+            raise ValueError(
+                f"the server sent '{BATCH_SIZE}' = {config[BATCH_SIZE]}, but a data loader "
+                "fixes its own batch size: build the loader with that batch size and take "
+                f"'{BATCH_SIZE}' out of the strategy's train config"
+            )
+
+        def one_pass() -> Iterable[Batch]:
+            for batch in self.loader:
+                x, y = self.to_xy(batch)
+                yield x.to(self.device), y.to(self.device)
+
+        return one_pass
+
+    def full(self) -> tuple[torch.Tensor, torch.Tensor]:
+        xs, ys = zip(*self.passes({})())
+        return torch.cat(xs), torch.cat(ys)
+
+
+def pair_batch(batch: Any) -> Batch:
+    """The default ``to_xy``: a batch that is an (inputs, labels) pair."""
+    if isinstance(batch, Mapping):
+        raise ValueError(
+            f"to_xy: the data loader yields dict batches (keys {sorted(batch)}): pass "
+            "to_xy=... naming its inputs and labels, e.g. to_xy=lambda b: (b['img'], "
+            "b['label'])"
+        )
+    if not isinstance(batch, Sequence) or len(batch) != 2:
+        raise ValueError(
+            f"to_xy: a batch of type {type(batch).__name__} is not an (inputs, labels) "
+            "pair: pass to_xy=... that returns (inputs, labels) tensors"
+        )
+    return batch[0], batch[1]
+
+
+@dataclass(frozen=True)
+class LocalRun:
+    """What one round of local training did: the fit metrics every client reports
+    (partition id, ``train-loss``, ``train-seconds``: the local SGD alone), the number of
+    SGD steps K and the step size eta_l it took (SCAFFOLD's option II needs both)."""
+
+    metrics: dict[str, Any]
+    steps: int
+    lr: float
+
+
+@dataclass
+class LocalTrainer:
+    """One client's local training: its torch model, its data, its default step size,
+    epochs (or ``local_steps`` steps) and weight decay. The round's train config may
+    override ``lr`` (FedAR's eta_t, or a Flower app's ``lr``) and ``local-epochs``."""
+
+    model: nn.Module
+    data: ClientData
+    partition_id: int
+    lr: float | None
+    local_epochs: int = 1
+    local_steps: int | None = None
+    weight_decay: float = 0.0
+
+    @property
+    def num_examples(self) -> int:
+        return len(self.data)
+
+    def train(
+        self,
+        theta: Sequence[np.ndarray],
+        config: Mapping[str, Any],
+        batch_weight: Callable[[float], float] | None = None,
+        grad_offset: Sequence[torch.Tensor] | None = None,
+    ) -> LocalRun:
+        """Load theta into the model and run :func:`sgd_passes` on the round's passes."""
+        set_weights(self.model, theta)
+        if config.get(LR, self.lr) is None:
+            raise ValueError(
+                f"no learning rate: the train config has no '{LR}' and none was given: "
+                f"pass lr=... or send '{LR}' in the strategy's train config"
+            )
+        lr = float(config.get(LR, self.lr))
+        start = time.perf_counter()
+        loss, steps = sgd_passes(
+            self.model,
+            self.data.passes(config),
+            epochs=int(config.get(LOCAL_EPOCHS, self.local_epochs)),
+            lr=lr,
+            steps=self.local_steps,
+            batch_weight=batch_weight,
+            weight_decay=self.weight_decay,
+            grad_offset=grad_offset,
+        )
+        seconds = time.perf_counter() - start
+        metrics = {PARTITION_ID: self.partition_id, TRAIN_LOSS: loss, TRAIN_SECONDS: seconds}
+        return LocalRun(metrics, steps, lr)
+
+
+@torch.no_grad()
+def evaluate_passes(model: nn.Module, one_pass: OnePass) -> tuple[float, float, int]:
+    """(mean cross-entropy, accuracy, number of examples) of ``model`` over one pass."""
+    model.eval()
+    loss_sum, correct, count = 0.0, 0, 0
+    for x, y in one_pass():
+        logits = model(x)
+        loss_sum += float(F.cross_entropy(logits, y, reduction="sum"))
+        correct += int((logits.argmax(1) == y).sum())
+        count += len(y)
+    if count == 0:
+        raise ValueError("evaluation: the client's data gave no example")
+    return loss_sum / count, correct / count, count

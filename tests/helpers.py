@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import pickle
 import subprocess
+import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -19,10 +20,11 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
-from flwr.app import ArrayRecord, Error, Message, MetricRecord, RecordDict
+from flwr.app import ArrayRecord, Error, Message, Metadata, MetricRecord, RecordDict
 from flwr.client import NumPyClient
 from flwr.clientapp import ClientApp
 from flwr.common import (
+    DEFAULT_TTL,
     Context,
     GetPropertiesIns,
 )
@@ -524,3 +526,34 @@ def counting_app(fail: tuple[int, int] | None = None) -> ClientApp:
 def message_fedavg(num_nodes: int) -> MessageFedAvg:
     """Flower's unchanged Message-API FedAvg training every node, no federated evaluation."""
     return MessageFedAvg(fraction_evaluate=0.0, min_available_nodes=num_nodes)
+
+
+def instruction_message(
+    content: RecordDict, message_type: str = "train", dst_node_id: int = 7
+) -> Message:
+    """A server -> node Message as a Grid delivers it (its metadata set by hand: outside
+    a running app Flower's own constructor has no run id)."""
+    metadata = Metadata(
+        run_id=1,
+        message_id="instruction-1",
+        src_node_id=0,
+        dst_node_id=dst_node_id,
+        reply_to_message_id="",
+        group_id="1",
+        created_at=time.time(),
+        ttl=DEFAULT_TTL,
+        message_type=message_type,
+    )
+    return Message(content, metadata=metadata)
+
+
+def node_with(partition_id: int | None, run_config: dict | None = None) -> Context:
+    """A node's Context with ``partition-id`` in its node_config (none when None)."""
+    node_config = {} if partition_id is None else {PARTITION_ID: partition_id}
+    return Context(
+        run_id=1,
+        node_id=7,
+        node_config=node_config,
+        state=RecordDict(),
+        run_config=run_config or {},
+    )

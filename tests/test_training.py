@@ -12,7 +12,15 @@ from torch.nn import functional as F
 from fedram_flwr.experiment import Experiment
 from fedram_flwr.models import build_model, get_weights
 from fedram_flwr.registry import scenario_from_dict
-from fedram_flwr.training import local_sgd, num_local_steps, sgd_step
+from fedram_flwr.training import (
+    ArrayData,
+    LoaderData,
+    LocalTrainer,
+    local_sgd,
+    num_local_steps,
+    sgd_passes,
+    sgd_step,
+)
 
 
 def problem(n: int = 10):
@@ -112,6 +120,31 @@ def test_drop_last_steps_and_batch_sizes(n, epochs, steps, drop_last, sizes) -> 
     local_sgd(model, x, y, **kwargs, drop_last=drop_last)
     assert model.sizes == sizes
     assert num_local_steps(n, 4, epochs, steps, drop_last) == len(sizes)
+    data = ArrayData(x, y, batch_size=4, seed=0, partition_id=0, drop_last=drop_last)
+    trainer = LocalTrainer(BatchSizes(), data, 0, 0.1, epochs, steps)
+    run = trainer.train(get_weights(trainer.model), {})
+    assert run.steps == len(sizes) and trainer.model.sizes == sizes  # SCAFFOLD's K counted
+
+
+def test_a_pass_that_yields_nothing_is_named() -> None:
+    with pytest.raises(ValueError, match="a pass over the client's data gave no mini-batch"):
+        sgd_passes(BatchSizes(), lambda: iter([]), epochs=1, lr=0.1)
+    with pytest.raises(ValueError, match="local-epochs must be >= 1, got 0"):
+        sgd_passes(BatchSizes(), lambda: iter([]), epochs=0, lr=0.1)
+
+
+def test_loader_data_moves_batches_and_reads_its_dataset_size() -> None:
+    x, y = problem(10)
+    pairs = [(torch.from_numpy(x[i : i + 4]), torch.from_numpy(y[i : i + 4])) for i in (0, 4, 8)]
+    data = LoaderData(pairs, num_examples=10, device="cpu")
+    assert len(data) == 10
+    assert [len(b) for b, _ in data.passes({})()] == [4, 4, 2]
+    full_x, full_y = data.full()
+    assert np.array_equal(full_x.numpy(), x) and np.array_equal(full_y.numpy(), y)
+    loader = torch.utils.data.DataLoader(
+        torch.utils.data.TensorDataset(torch.from_numpy(x), torch.from_numpy(y)), batch_size=3
+    )
+    assert len(LoaderData(loader)) == 10
 
 
 def test_drop_last_is_a_training_setting(scenario_dict) -> None:

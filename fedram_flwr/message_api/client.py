@@ -1,0 +1,297 @@
+"""Client building blocks for Flower's Message API: what a user's ``@app.train()`` and
+``@app.evaluate()`` handlers call to train the project's local objectives with the user's
+own torch model and data loader.
+
+Each ``train_*`` block reads the wire contract (docs/API.md; ``fedram_flwr.protocol``):
+the message's ``"arrays"`` ArrayRecord (the model's arrays, packed with t, eta or the
+control variate where the algorithm sends them) and its ``"config"`` ConfigRecord (the
+algorithm's keys, ``server-round``, an optional ``lr``); it trains through the same local
+fit as the legacy NumPyClient of ``fedram_flwr.clients`` (bit-identical on the same
+batches) and returns the reply ``Message``: ``"arrays"`` and a ``"metrics"`` MetricRecord
+with ``num-examples`` and every legacy fit metric. What must survive between rounds
+(SCAFFOLD's c_i, CA-Fed's F_k*) lives in ``context.state``. ::
+
+    @app.train()
+    def train(msg: Message, context: Context) -> Message:
+        trainloader, _ = load_data(context.node_config["partition-id"])
+        return train_cvar(msg, context, Net(), trainloader, epochs=1, lr=0.01)
+
+Contract breaches raise ``ValueError`` naming the key, the algorithm and the fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
+from torch import nn
+
+from fedram_flwr.clients import CAFedClient, CVaRClient, ERMClient, RCFLClient, ScaffoldClient
+from fedram_flwr.clients.erm import FitResult
+from fedram_flwr.models import set_weights
+from fedram_flwr.protocol import (
+    CVAR_ALPHA,
+    CVAR_GAMMA,
+    EVAL_ACCURACY,
+    EVAL_LOSS,
+    LOCAL_OPTIMUM,
+    LR_ETA,
+    LR_T,
+    NUM_EXAMPLES,
+    PARTITION_ID,
+    RCFL_ALPHA,
+    RCFL_MU,
+    RCFL_P,
+    RECEIVED_LOSS,
+    REPORT_LOCAL_OPTIMUM,
+    THRESHOLD_ETA,
+    THRESHOLD_T,
+    TRAIN_LOSS,
+    split_model_control,
+    split_theta_t,
+)
+from fedram_flwr.training import Batch, LoaderData, LocalTrainer, evaluate_passes
+
+ARRAYS, CONFIG, METRICS = "arrays", "config", "metrics"
+"""The record keys of the wire contract (Flower's strategies' defaults:
+``arrayrecord_key="arrays"``, ``configrecord_key="config"``; replies carry "metrics")."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a model of n arrays travels: ``count(n)`` arrays on the wire; ``model``
+    takes the model's own arrays out of them."""
+
+    what: str
+    count: Callable[[int], int]
+    model: Callable[[list], list]
+    initial: str
+
+
+MODEL = Layout("the model's arrays", lambda n: n, list, "ArrayRecord(model.state_dict())")
+WITH_THRESHOLD = Layout(
+    "the model's arrays, then the threshold as one more 1-element array",
+    lambda n: n + 1,
+    lambda arrays: split_theta_t(arrays)[0],
+    "ArrayRecord(fedram_flwr.protocol.join_theta_t(weights, 0.0))",
+)
+WITH_CONTROL = Layout(
+    "the model's arrays, then the control variate shaped like them",
+    lambda n: 2 * n,
+    lambda arrays: split_model_control(arrays)[0],
+    "ArrayRecord(fedram_flwr.protocol.join_model_control(weights, zeros_like_weights))",
+)
+LAYOUTS = (MODEL, WITH_THRESHOLD, WITH_CONTROL)
+
+
+def partition_id(context: Context) -> int:
+    """The node's ``partition-id`` (``context.node_config``), or an error saying what to add."""
+    if PARTITION_ID not in context.node_config:
+        raise ValueError(
+            f"this node has no '{PARTITION_ID}' in its node_config (it has "
+            f"{sorted(context.node_config)}): start the SuperNode with --node-config "
+            f'"{PARTITION_ID}=<0..N-1> num-partitions=<N>" (the Simulation Engine sets it)'
+        )
+    return int(context.node_config[PARTITION_ID])
+
+
+def received(msg: Message, block: str) -> tuple[list, dict[str, Any]]:
+    """The message's arrays (in the record's order) and config, or an error naming the
+    missing record."""
+    content = msg.content
+    if ARRAYS not in content.array_records:
+        raise ValueError(
+            f"{block}: the message has no ArrayRecord '{ARRAYS}' (records: {sorted(content)}): "
+            f"the server must send RecordDict({{'{ARRAYS}': ArrayRecord(arrays), "
+            f"'{CONFIG}': ConfigRecord(...)}}), as Flower's strategies do with their "
+            f"default arrayrecord_key='{ARRAYS}'"
+        )
+    config = content.config_records.get(CONFIG, ConfigRecord())
+    return content.array_records[ARRAYS].to_numpy_ndarrays(), dict(config)
+
+
+def layout_of(arrays: list, model: nn.Module, block: str) -> Layout:
+    """The layout that ``len(arrays)`` arrays for ``model`` are in (evaluation)."""
+    n = len(model.state_dict())
+    fits = [layout for layout in LAYOUTS if layout.count(n) == len(arrays)]
+    if len(fits) != 1:
+        raise ValueError(
+            f"{block}: the server sent {len(arrays)} arrays for a model of {n} state_dict "
+            f"entries; expected {n} (the model), {n + 1} (with t or eta) or {2 * n} (with "
+            "SCAFFOLD's control variate): is it the same model as the server's?"
+        )
+    return fits[0]
+
+
+@dataclass(frozen=True)
+class Objective:
+    """One local objective as a Message-API building block: ``block(msg, context, model,
+    trainloader, lr=..., epochs=...)`` returns the reply Message. ``client`` is the legacy
+    NumPyClient whose local fit it runs; ``config_keys`` the train-config keys its
+    strategy always sends, ``optional_keys`` those it may send; ``metrics`` the reply
+    metrics its strategy reads beyond ``num-examples``, ``partition-id`` and
+    ``train-loss``."""
+
+    block: str
+    algorithm: str
+    client: type[ERMClient]
+    layout: Layout = MODEL
+    config_keys: tuple[str, ...] = ()
+    metrics: tuple[str, ...] = ()
+    optional_keys: tuple[str, ...] = ()
+
+    def __call__(
+        self,
+        msg: Message,
+        context: Context,
+        model: nn.Module,
+        trainloader: Iterable[Any],
+        *,
+        lr: float | None = None,
+        epochs: int = 1,
+        steps: int | None = None,
+        weight_decay: float = 0.0,
+        to_xy: Callable[[Any], Batch] | None = None,
+        device: torch.device | str | None = None,
+    ) -> Message:
+        """Train ``model`` on ``trainloader`` for the received message; return the reply.
+
+        ``lr``: the step size, unless the train config sends ``lr``; ``epochs`` passes
+        over the loader (the config's ``local-epochs`` overrides), or exactly ``steps``
+        SGD steps; ``weight_decay`` as SGD's; ``to_xy`` turns a batch into (inputs,
+        labels) (default: an (x, y) pair); batches move to ``device`` (default: the
+        model's)."""
+        device = device or next(model.parameters()).device
+        data = LoaderData(trainloader, to_xy=to_xy, device=device)
+        trainer = LocalTrainer(model, data, partition_id(context), lr, epochs, steps, weight_decay)
+        return self.reply(msg, context, trainer)
+
+    def reply(self, msg: Message, context: Context, trainer: LocalTrainer) -> Message:
+        """Check the message, run the local fit with ``trainer``, check and return the reply."""
+        arrays, config = received(msg, self.block)
+        self.check_config(config)
+        self.check_arrays(arrays, trainer.model)
+        fit = self.client.local_fit(trainer, arrays, config, context.state)
+        content = reply_content(fit, list(msg.content[ARRAYS].keys()))
+        self.check_reply(content, config)
+        return Message(content, reply_to=msg)
+
+    def check_config(self, config: Mapping[str, Any]) -> None:
+        """Every key of ``config_keys`` is sent; none of another objective's is."""
+        own = {*self.config_keys, *self.optional_keys}
+        for other in OBJECTIVES:
+            if sent := sorted({*other.config_keys, *other.optional_keys} & set(config) - own):
+                raise ValueError(
+                    f"{self.block}: the server sent '{sent[0]}', a key of {other.algorithm}: "
+                    f"call {other.block}(...) in the @app.train() handler"
+                )
+        if missing := [key for key in self.config_keys if key not in config]:
+            raise ValueError(
+                f"{self.block}: the train config has no '{missing[0]}' (sent: {sorted(config)})"
+                f": the {self.algorithm} strategy sends it; run that strategy on the server, "
+                "or call the block of the algorithm it runs"
+            )
+
+    def check_arrays(self, arrays: list, model: nn.Module) -> None:
+        """The server sent ``layout.count(n)`` arrays for the model's n."""
+        n = len(model.state_dict())
+        if len(arrays) != self.layout.count(n):
+            raise ValueError(
+                f"{self.block}: the {self.algorithm} strategy sends {self.layout.what}: "
+                f"{self.layout.count(n)} arrays for this model's {n}, but the message "
+                f"carries {len(arrays)}: give the strategy the same model, with "
+                f"initial_arrays={self.layout.initial}"
+            )
+
+    def check_reply(self, content: RecordDict, config: Mapping[str, Any]) -> None:
+        """The reply carries the arrays and every metric the strategy reads."""
+        needed = [NUM_EXAMPLES, PARTITION_ID, TRAIN_LOSS, *self.metrics]
+        if config.get(REPORT_LOCAL_OPTIMUM):
+            needed.append(LOCAL_OPTIMUM)
+        metrics = content.metric_records.get(METRICS, MetricRecord())
+        if ARRAYS not in content.array_records:
+            raise ValueError(f"{self.block}: the reply has no ArrayRecord '{ARRAYS}'")
+        if missing := [key for key in needed if key not in metrics]:
+            raise ValueError(
+                f"{self.block}: the reply's '{METRICS}' lack '{missing[0]}', which "
+                f"the {self.algorithm} strategy reads (it has {sorted(metrics)})"
+            )
+
+
+def reply_content(fit: FitResult, keys: list[str]) -> RecordDict:
+    """Flower's fit triple as the reply's records: ``"arrays"`` under the received
+    record's ``keys`` (a torch state_dict's names stay names) and ``"metrics"`` with
+    ``num-examples`` = m_i beside the fit metrics."""
+    arrays, num_examples, metrics = fit
+    return RecordDict(
+        {
+            ARRAYS: ArrayRecord({key: Array(a) for key, a in zip(keys, arrays, strict=True)}),
+            METRICS: MetricRecord({NUM_EXAMPLES: num_examples, **metrics}),
+        }
+    )
+
+
+train_erm = Objective("train_erm", "FedAvg (or FedAR, MIFA, FedVARP, FedAU, ...)", ERMClient)
+train_cvar = Objective(
+    "train_cvar",
+    "Fed-CVaR-Avg",
+    CVaRClient,
+    WITH_THRESHOLD,
+    (CVAR_ALPHA, CVAR_GAMMA, LR_T),
+    (THRESHOLD_T,),
+)
+train_rcfl = Objective(
+    "train_rcfl",
+    "rFedFair (RC-FL)",
+    RCFLClient,
+    WITH_THRESHOLD,
+    (RCFL_ALPHA, RCFL_P, RCFL_MU, LR_ETA),
+    (THRESHOLD_ETA,),
+)
+train_scaffold = Objective("train_scaffold", "SCAFFOLD", ScaffoldClient, WITH_CONTROL)
+train_ca_fed = Objective(
+    "train_ca_fed",
+    "CA-Fed, AFL or q-FFL",
+    CAFedClient,
+    metrics=(RECEIVED_LOSS,),
+    optional_keys=(REPORT_LOCAL_OPTIMUM,),
+)
+OBJECTIVES = (train_erm, train_cvar, train_rcfl, train_scaffold, train_ca_fed)
+
+
+def objective_for(client: type[ERMClient]) -> Objective:
+    """The block that runs the local fit of the legacy NumPyClient class ``client``."""
+    for objective in OBJECTIVES:
+        if objective.client is client:
+            return objective
+    raise ValueError(f"no Message-API block for {client.__name__}")
+
+
+def evaluate(
+    msg: Message,
+    context: Context,
+    model: nn.Module,
+    testloader: Iterable[Any],
+    *,
+    to_xy: Callable[[Any], Batch] | None = None,
+    device: torch.device | str | None = None,
+) -> Message:
+    """An ``@app.evaluate()`` reply: ``eval-loss`` (mean cross-entropy) and
+    ``eval-accuracy`` of the received model on ``testloader``, with ``num-examples`` and
+    ``partition-id``. The model's arrays are taken out of whatever the algorithm sends
+    (t, eta or SCAFFOLD's control after them)."""
+    arrays, _ = received(msg, "evaluate")
+    set_weights(model, layout_of(arrays, model, "evaluate").model(arrays))
+    device = device or next(model.parameters()).device
+    data = LoaderData(testloader, to_xy=to_xy, device=device)
+    loss, accuracy, count = evaluate_passes(model, data.passes({}))
+    metrics = {
+        NUM_EXAMPLES: count,
+        PARTITION_ID: partition_id(context),
+        EVAL_LOSS: loss,
+        EVAL_ACCURACY: accuracy,
+    }
+    return Message(RecordDict({METRICS: MetricRecord(metrics)}), reply_to=msg)
