@@ -1,9 +1,33 @@
-"""NumPyClients (imported as ``fedram_flwr.clients``): the local objectives."""
+"""Local objectives (imported as ``fedram_flwr.clients``): the legacy NumPyClients, and
+the Message-API building blocks a user's ``@app.train()`` / ``@app.evaluate()`` calls
+(:mod:`fedram_flwr.clients.message`), both over one local fit per objective."""
 
 from fedram_flwr.clients.ca_fed import CAFedClient
 from fedram_flwr.clients.cvar import CVaRClient
 from fedram_flwr.clients.erm import ERMClient
+from fedram_flwr.clients.message import (
+    evaluate,
+    partition_id,
+    train_ca_fed,
+    train_cvar,
+    train_erm,
+    train_rcfl,
+    train_scaffold,
+)
 from fedram_flwr.clients.rc_fl import RCFLClient
 from fedram_flwr.clients.scaffold import ScaffoldClient
 
-__all__ = ["CAFedClient", "CVaRClient", "ERMClient", "RCFLClient", "ScaffoldClient"]
+__all__ = [
+    "CAFedClient",
+    "CVaRClient",
+    "ERMClient",
+    "RCFLClient",
+    "ScaffoldClient",
+    "evaluate",
+    "partition_id",
+    "train_ca_fed",
+    "train_cvar",
+    "train_erm",
+    "train_rcfl",
+    "train_scaffold",
+]

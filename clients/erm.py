@@ -3,7 +3,7 @@
 Every client of this package is a legacy NumPyClient over one shared local fit: a
 function ``fit_*(trainer, parameters, config, state)`` that returns Flower's fit triple
 (arrays, num-examples, metrics). The Message-API building blocks
-(:mod:`fedram_flwr.message_api.client`) call the same functions with a
+(:mod:`fedram_flwr.clients.message`) call the same functions with a
 :class:`~fedram_flwr.training.LocalTrainer` over the user's own model and data loader.
 """
 

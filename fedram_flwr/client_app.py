@@ -5,7 +5,7 @@ Flower 1.39's ``ClientApp`` takes either a ``client_fn`` or ``@app.train()`` /
 `@app.train()` or `client_fn`, but not both"), and a handler app rejects the legacy
 ``get_properties`` messages the legacy oracles send ("Invalid message type"). So:
 ``app`` is the legacy API's (one NumPyClient per message); ``message_app`` runs the Message
-API's handlers, which call the blocks of :mod:`fedram_flwr.message_api.client` on the
+API's handlers, which call the blocks of :mod:`fedram_flwr.clients.message` on the
 scenario's model and data (batches in the same seeded order), and hands every legacy
 message to ``app``: named in pyproject's ``[tool.flwr.app.components]`` as
 ``clientapp = "fedram_flwr.client_app:message_app"`` it serves both APIs, so the server
@@ -21,8 +21,8 @@ from flwr.common.constant import MessageTypeLegacy
 from torch.utils.data import DataLoader, TensorDataset
 
 from fedram_flwr.app_config import run_settings
+from fedram_flwr.clients.message import evaluate, objective_for, partition_id
 from fedram_flwr.experiment import Experiment
-from fedram_flwr.message_api.client import evaluate, objective_for, partition_id
 
 
 def node_experiment(context: Context) -> tuple[Experiment, int]:

@@ -1,4 +1,4 @@
-"""The Message-API client blocks (fedram_flwr/message_api/client.py): each trains exactly
+"""The Message-API client blocks (clients/message.py): each trains exactly
 as the legacy NumPyClient of its objective (same arrays, same metrics, bit for bit, on the
 same batches), keeps SCAFFOLD's c_i in ``context.state``, and names what is wrong when the
 contract is broken."""
@@ -12,15 +12,15 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDic
 from torch.nn import functional as F
 
 from fedram_flwr.clients import CAFedClient, CVaRClient, ERMClient, RCFLClient, ScaffoldClient
-from fedram_flwr.message_api import (
+from fedram_flwr.clients.message import (
     evaluate,
+    objective_for,
     train_ca_fed,
     train_cvar,
     train_erm,
     train_rcfl,
     train_scaffold,
 )
-from fedram_flwr.message_api.client import objective_for
 from fedram_flwr.models import build_model, get_weights
 from fedram_flwr.protocol import (
     LOCAL_OPTIMUM,

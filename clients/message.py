@@ -29,8 +29,11 @@ import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from torch import nn
 
-from fedram_flwr.clients import CAFedClient, CVaRClient, ERMClient, RCFLClient, ScaffoldClient
-from fedram_flwr.clients.erm import FitResult
+from fedram_flwr.clients.ca_fed import CAFedClient
+from fedram_flwr.clients.cvar import CVaRClient
+from fedram_flwr.clients.erm import ERMClient, FitResult
+from fedram_flwr.clients.rc_fl import RCFLClient
+from fedram_flwr.clients.scaffold import ScaffoldClient
 from fedram_flwr.models import set_weights
 from fedram_flwr.protocol import (
     CVAR_ALPHA,
