@@ -7,10 +7,12 @@ they are handed, so an availability wrapper's grid view is honoured), its record
 and its metric aggregation. What it adds is the legacy base's, written once for the
 Message API:
 
-- the wire contract (``docs/API.md``): every node receives
+- the wire contract (``docs/API.md``): every node receives, to train,
   ``ArrayRecord(core.arrays(state))`` (the legacy broadcast, e.g. (theta, t) packed by
   :mod:`fedram_flwr.protocol`, in order) and a ``ConfigRecord`` with Flower's
-  ``server-round`` and the core's ``fit_config`` keys;
+  ``server-round`` and the core's ``fit_config`` keys; to evaluate, the model alone
+  (theta without t) under the keys of ``start``'s ``initial_arrays``, so a stock Flower
+  ``@app.evaluate()`` handler works unchanged;
 - :func:`ordered_replies`: replies as the cores' :class:`~fedram_flwr.protocol.ClientReply`
   in partition-id order, contract-checked (partition id, the metrics the strategy needs,
   the same arrays as the broadcast), with errors naming the key, the node and the strategy;
@@ -238,9 +240,11 @@ class CoreMessageStrategy(FedAvg):
     def configure_evaluate(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        """Flower's, carrying the broadcast (as the legacy path evaluates it)."""
-        broadcast = arrays if self.state is None else ArrayRecord(self.broadcast_arrays())
-        return super().configure_evaluate(server_round, broadcast, config, grid)
+        """Flower's, carrying the model (:meth:`model_arrays`: theta without t, x without
+        c, under the keys of ``start``'s ``initial_arrays``), so that a stock Flower
+        ``@app.evaluate()`` handler (``to_torch_state_dict()``) evaluates it unchanged."""
+        model = arrays if self.state is None else self.model_arrays()
+        return super().configure_evaluate(server_round, model, config, grid)
 
     def kept(self, server_round: int, pairs: list[tuple[Message, ClientReply]]) -> list:
         """The replies the core aggregates (all; FedAvg(S) keeps its seeded subset)."""
