@@ -283,6 +283,24 @@ class CoreMessageStrategy(FedAvg):
         """Metrics beside ``evaluate_fn``'s: the core's extras of the state (t, eta)."""
         return metric_values(self.core.evaluated(self.broadcast_arrays())[1])
 
+    def prepare_start(
+        self, initial_arrays: ArrayRecord, evaluate_fn: EvaluateFn | None
+    ) -> EvaluateFn | None:
+        """What :meth:`start` does before Flower's loop (an availability wrapper's
+        ``start`` calls it too): the state reset to ``initial_arrays``, and
+        ``evaluate_fn`` with :meth:`evaluation_extras` added to its metrics."""
+        self.reset(initial_arrays)
+        if evaluate_fn is None:
+            return None
+
+        def evaluate(server_round: int, arrays: ArrayRecord) -> MetricRecord | None:
+            result = evaluate_fn(server_round, arrays)
+            if result is None:
+                return None
+            return MetricRecord({**result, **self.evaluation_extras(server_round, evaluate_fn)})
+
+        return evaluate
+
     def start(
         self,
         grid: Grid,
@@ -295,16 +313,7 @@ class CoreMessageStrategy(FedAvg):
     ) -> Result:
         """Flower's ``start`` from the state of ``initial_arrays``; ``evaluate_fn`` sees
         the model and its metrics gain :meth:`evaluation_extras`."""
-        self.reset(initial_arrays)
-        evaluate = None
-        if evaluate_fn is not None:
-
-            def evaluate(server_round: int, arrays: ArrayRecord) -> MetricRecord | None:
-                result = evaluate_fn(server_round, arrays)
-                if result is None:
-                    return None
-                return MetricRecord({**result, **self.evaluation_extras(server_round, evaluate_fn)})
-
+        evaluate = self.prepare_start(initial_arrays, evaluate_fn)
         return super().start(
             grid, initial_arrays, num_rounds, timeout, train_config, evaluate_config, evaluate
         )
