@@ -359,4 +359,5 @@ def test_api_doc_examples_run_and_check_what_they_show(
     code = api_examples()[index]
     assert re.search(r"^\s*assert ", code, flags=re.M), f"API.md example {index} asserts nothing"
     monkeypatch.chdir(APP_ROOT)
-    exec(compile(code, f"docs/API.md example {index}", "exec"), {"np": np})
+    with server_identity():  # an InProcessGrid sets the process's ServerApp identity
+        exec(compile(code, f"docs/API.md example {index}", "exec"), {"np": np})
