@@ -1,6 +1,8 @@
-"""Local objectives (imported as ``fedram_flwr.clients``): the legacy NumPyClients and the
-Message-API building blocks a user's ``@app.train()`` / ``@app.evaluate()`` calls
-(:mod:`~fedram_flwr.clients.message`), over the same local fits."""
+"""Local objectives (imported as ``fedram_flwr.clients``): the legacy NumPyClients, and
+the Message-API building blocks a user's ``@app.train()`` / ``@app.evaluate()`` calls
+(:mod:`fedram_flwr.clients.message`), both over one local fit per objective; with the
+client side of the partition-id contract (``partition_id_query``), everything a
+Message-API ClientApp imports from the project."""
 
 from fedram_flwr.clients.ca_fed import CAFedClient
 from fedram_flwr.clients.cvar import CVaRClient
@@ -16,6 +18,7 @@ from fedram_flwr.clients.message import (
 )
 from fedram_flwr.clients.rc_fl import RCFLClient
 from fedram_flwr.clients.scaffold import ScaffoldClient
+from fedram_flwr.message_api.partitions import partition_id_query
 
 __all__ = [
     "CAFedClient",
@@ -25,6 +28,7 @@ __all__ = [
     "ScaffoldClient",
     "evaluate",
     "partition_id",
+    "partition_id_query",
     "train_ca_fed",
     "train_cvar",
     "train_erm",

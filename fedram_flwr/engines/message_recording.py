@@ -67,7 +67,10 @@ class MessageRecordingStrategy(RoundRecorder, MessageStrategy):
     :class:`~fedram_flwr.outputs.RoundRecorder` settings (``num_rounds``, ...).
 
     Run it with :meth:`start`, Flower's loop; the wrapped strategy's own ``start`` is not
-    used, so a strategy that overrides ``start`` is refused."""
+    used, so a strategy that overrides ``start`` is refused unless that only prepares
+    (``prepare_start``: the project's strategies reset their state, which they also do
+    in round 1's ``configure_train``, and add their extras to ``evaluate_fn``, which the
+    recorder's own evaluation records)."""
 
     def __init__(
         self,
@@ -79,7 +82,9 @@ class MessageRecordingStrategy(RoundRecorder, MessageStrategy):
         evaluate: ServerEvaluate | None = None,
         **recorder: Any,
     ) -> None:
-        if type(strategy).start is not MessageStrategy.start:
+        if type(strategy).start is not MessageStrategy.start and not hasattr(
+            strategy, "prepare_start"
+        ):
             raise TypeError(
                 f"{type(strategy).__name__} overrides Strategy.start, which the recorder "
                 "does not call: move that code into configure_*/aggregate_*"

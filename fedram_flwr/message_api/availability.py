@@ -216,6 +216,29 @@ class AvailabilityStrategy(Strategy):
         """The strategy's evaluation messages, sent to the same nodes as its training."""
         return self._relay(self.strategy.configure_evaluate, server_round, arrays, config, grid)
 
+    def start(
+        self,
+        grid: Grid,
+        initial_arrays: ArrayRecord,
+        num_rounds: int = 3,
+        timeout: float = 3600,
+        train_config: ConfigRecord | None = None,
+        evaluate_config: ConfigRecord | None = None,
+        evaluate_fn: Callable[[int, ArrayRecord], Any] | None = None,
+    ) -> Any:
+        """Flower's ``start`` loop through this wrapper; a wrapped strategy with its own
+        preparation (``prepare_start``: the project's reset their state and add t, eta,
+        ... to ``evaluate_fn``'s metrics) gets it, as under its own ``start``."""
+        evaluate_fn = self.prepare_start(initial_arrays, evaluate_fn)
+        return super().start(
+            grid, initial_arrays, num_rounds, timeout, train_config, evaluate_config, evaluate_fn
+        )
+
+    def prepare_start(self, initial_arrays: ArrayRecord, evaluate_fn: Any) -> Any:
+        """The wrapped strategy's ``prepare_start`` (if it has one), else ``evaluate_fn``."""
+        prepare = getattr(self.strategy, "prepare_start", None)
+        return prepare(initial_arrays, evaluate_fn) if callable(prepare) else evaluate_fn
+
     def aggregate_train(self, server_round: int, replies: Iterable[Message]) -> Any:
         return self.strategy.aggregate_train(server_round, replies)
 

@@ -7,10 +7,12 @@ they are handed, so an availability wrapper's grid view is honoured), its record
 and its metric aggregation. What it adds is the legacy base's, written once for the
 Message API:
 
-- the wire contract (``docs/API.md``): every node receives
+- the wire contract (``docs/API.md``): every node receives, to train,
   ``ArrayRecord(core.arrays(state))`` (the legacy broadcast, e.g. (theta, t) packed by
   :mod:`fedram_flwr.protocol`, in order) and a ``ConfigRecord`` with Flower's
-  ``server-round`` and the core's ``fit_config`` keys;
+  ``server-round`` and the core's ``fit_config`` keys; to evaluate, the model alone
+  (theta without t) under the keys of ``start``'s ``initial_arrays``, so a stock Flower
+  ``@app.evaluate()`` handler works unchanged;
 - :func:`ordered_replies`: replies as the cores' :class:`~fedram_flwr.protocol.ClientReply`
   in partition-id order, contract-checked (partition id, the metrics the strategy needs,
   the same arrays as the broadcast), with errors naming the key, the node and the strategy;
@@ -262,15 +264,18 @@ class CoreMessageStrategy(FedAvg):
     def configure_evaluate(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        """Flower's, carrying the broadcast (as the legacy path evaluates it); under an
-        availability wrapper to every available node (none if ``fraction_evaluate`` is 0)."""
-        broadcast = arrays if self.state is None else ArrayRecord(self.broadcast_arrays())
+        """Flower's, carrying the model (:meth:`model_arrays`: theta without t, x without
+        c, under the keys of ``start``'s ``initial_arrays``), so that a stock Flower
+        ``@app.evaluate()`` handler (``to_torch_state_dict()``) evaluates it unchanged;
+        under an availability wrapper to every available node (none if
+        ``fraction_evaluate`` is 0)."""
+        model = arrays if self.state is None else self.model_arrays()
         if not isinstance(grid, RoundView):
-            return super().configure_evaluate(server_round, broadcast, config, grid)
+            return super().configure_evaluate(server_round, model, config, grid)
         if self.fraction_evaluate == 0.0:
             return []
         config["server-round"] = server_round
-        record = RecordDict({self.arrayrecord_key: broadcast, self.configrecord_key: config})
+        record = RecordDict({self.arrayrecord_key: model, self.configrecord_key: config})
         nodes = sorted(grid.get_node_ids(), key=grid.partition_of.__getitem__)
         return self._construct_messages(record, nodes, MessageType.EVALUATE)
 
@@ -311,6 +316,24 @@ class CoreMessageStrategy(FedAvg):
         """Metrics beside ``evaluate_fn``'s: the core's extras of the state (t, eta)."""
         return metric_values(self.core.evaluated(self.broadcast_arrays())[1])
 
+    def prepare_start(
+        self, initial_arrays: ArrayRecord, evaluate_fn: EvaluateFn | None
+    ) -> EvaluateFn | None:
+        """What :meth:`start` does before Flower's loop (an availability wrapper's
+        ``start`` calls it too): the state reset to ``initial_arrays``, and
+        ``evaluate_fn`` with :meth:`evaluation_extras` added to its metrics."""
+        self.reset(initial_arrays)
+        if evaluate_fn is None:
+            return None
+
+        def evaluate(server_round: int, arrays: ArrayRecord) -> MetricRecord | None:
+            result = evaluate_fn(server_round, arrays)
+            if result is None:
+                return None
+            return MetricRecord({**result, **self.evaluation_extras(server_round, evaluate_fn)})
+
+        return evaluate
+
     def start(
         self,
         grid: Grid,
@@ -323,16 +346,7 @@ class CoreMessageStrategy(FedAvg):
     ) -> Result:
         """Flower's ``start`` from the state of ``initial_arrays``; ``evaluate_fn`` sees
         the model and its metrics gain :meth:`evaluation_extras`."""
-        self.reset(initial_arrays)
-        evaluate = None
-        if evaluate_fn is not None:
-
-            def evaluate(server_round: int, arrays: ArrayRecord) -> MetricRecord | None:
-                result = evaluate_fn(server_round, arrays)
-                if result is None:
-                    return None
-                return MetricRecord({**result, **self.evaluation_extras(server_round, evaluate_fn)})
-
+        evaluate = self.prepare_start(initial_arrays, evaluate_fn)
         return super().start(
             grid, initial_arrays, num_rounds, timeout, train_config, evaluate_config, evaluate
         )

@@ -39,6 +39,7 @@ from fedram_flwr.availability import (
     RandomAccessClientManager,
     TraceClientManager,
 )
+from fedram_flwr.message_api import FedCVaRAvg
 from fedram_flwr.message_api.availability import MAX_POLLS, RoundView, with_availability
 from fedram_flwr.message_api.partitions import PARTITION_ACTION, PARTITION_QUERY, partition_id_query
 
@@ -197,6 +198,22 @@ def test_other_flower_strategies_unchanged_and_empty_rounds(make) -> None:
     assert wrapped.relayed == {1: [0, 1], 2: [], 3: [2, 4]}
     assert [r for _, r, _ in grid.sent if r is not None] == [1, 1, 1, 1, 3, 3, 3, 3]
     assert 3 in result.train_metrics_clientapp and 2 not in result.train_metrics_clientapp
+
+
+def test_a_wrapped_strategy_of_ours_keeps_its_start_preparation() -> None:
+    """Fed-CVaR-Avg wrapped: its state is reset before round 0's evaluation and t joins
+    evaluate_fn's metrics, as under its own start. Each round one node adds 1 to every
+    array it gets, t included, so the global t is t_init + r."""
+    oracle = RandomAccessClientManager([0.4, 0.3, 0.2, 0.05, 0.05], seed=4)
+    wrapped = with_availability(FedCVaRAvg(alpha=0.5, gamma=0.1, lr_t=0.01, t_init=0.25), oracle)
+    result = wrapped.start(
+        grid=grid_of(K),
+        initial_arrays=ArrayRecord([np.zeros(2)]),
+        num_rounds=3,
+        evaluate_fn=lambda r, arrays: MetricRecord({"loss": 0.0}),
+    )
+    metrics = result.evaluate_metrics_serverapp
+    assert [metrics[r]["t"] for r in range(4)] == [0.25, 1.25, 2.25, 3.25]
 
 
 def test_connected_oracle_relays_the_grids_connected_nodes() -> None:
