@@ -4,7 +4,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 .venv/bin/ruff check .
-# Four workers: the Flower-engine tests mostly wait on Flower's polls and process start-ups,
-# so they overlap well even on 2 cores (756 tests: 9 min 33 s in a fresh clone on this 2-core
-# machine with two CPU burners beside it, 7 min 56 s at load 13).
-exec .venv/bin/pytest -n 4 --dist worksteal tests "$@"
+# Four workers; the tests that start Flower's engines (marker flwr) form one xdist group
+# (tests/conftest.py), so --dist loadgroup runs them one after another on one worker while
+# the other three take the rest: Ray and Flower runs started together on a loaded machine
+# time out (Ray's 30 s raylet start-up is hard-coded).
+exec .venv/bin/pytest -n 4 --dist loadgroup tests "$@"
