@@ -4,7 +4,10 @@ Run config: ``scenario`` (path inside the app, or absolute), ``seed``, ``overrid
 (``"algorithm.alpha=0.1,training.local_epochs=2"``), ``run-dir`` (where results go;
 default ``runs/flwr/<scenario>/seed<seed>`` under the working directory), ``run-token``
 (the lock token of the process that drives the run, which the ServerApp checks before
-every write; empty: the ServerApp takes the run folder's lock itself) and ``api``:
+every write; empty: the ServerApp takes the run folder's lock itself), ``wait-timeout``
+(seconds the oracle waits for the nodes to connect and answer the partition-id query;
+default 120 s; ``fedram run`` gives the run's whole time limit, since it
+watches its SuperNodes itself) and ``api``:
 
 - ``message`` (default): the algorithm's Message-API strategy
   (:mod:`fedram_flwr.message_api.algorithms`) under the scenario's oracle
@@ -29,6 +32,7 @@ from flwr.server.compat import start_grid
 from flwr.serverapp import Grid, ServerApp
 
 from fedram_flwr.app_config import APIS, run_api, run_settings
+from fedram_flwr.availability.manager import OracleClientManager
 from fedram_flwr.engines.flwr.watchdog import OwnedRunDirectory
 from fedram_flwr.engines.in_process import recorder_settings, recording_strategy
 from fedram_flwr.engines.message_in_process import project_evaluate
@@ -54,10 +58,17 @@ def start_run(context: Context, api: str) -> tuple[OwnedRunDirectory, Experiment
     return out, Experiment(scenario, seed), f"[{scenario.name} seed {seed}]"
 
 
+def run_oracle(exp: Experiment, context: Context) -> OracleClientManager:
+    """The scenario's oracle, waiting the run config's ``wait-timeout`` for the nodes."""
+    oracle = exp.client_manager()
+    oracle.wait_timeout = float(context.run_config.get("wait-timeout", oracle.wait_timeout))
+    return oracle
+
+
 def server_fn(context: Context) -> ServerAppComponents:
     """The legacy components: the recorded Strategy, the oracle, the engines' server."""
     out, exp, label = start_run(context, "legacy")
-    manager = exp.client_manager()
+    manager = run_oracle(exp, context)
     strategy = recording_strategy(exp, out, label)
     return ServerAppComponents(
         # the in-process engine's server loop: an empty round still reaches the strategy
@@ -71,7 +82,7 @@ def serve_messages(grid: Grid, context: Context) -> None:
     strategy from the scenario's initial model."""
     out, exp, label = start_run(context, "message")
     strategy = exp.message_strategy()
-    oracle = exp.client_manager()
+    oracle = run_oracle(exp, context)
     available = with_availability(strategy, oracle)
     recorder = MessageRecordingStrategy(
         available,

@@ -15,6 +15,7 @@ import pytest
 import yaml
 from flwr.app import Context, RecordDict
 
+from fedram_flwr.availability.manager import AvailabilityError
 from fedram_flwr.client_app import message_app
 from fedram_flwr.config import ScenarioError
 from fedram_flwr.engines.grid import InProcessGrid
@@ -23,7 +24,7 @@ from fedram_flwr.server_app import app
 from tests.helpers import TINY_GAUSSIAN, final_arrays, relayed
 
 
-def serve(tmp_path: Path, api: str | None) -> RunDirectory:
+def serve(tmp_path: Path, api: str | None, nodes: int = 3, **settings: float) -> RunDirectory:
     raw = copy.deepcopy(TINY_GAUSSIAN)
     raw.update(rounds=3, algorithm={"name": "rfedfair", "params": {"clients_per_round": 2}})
     raw["availability"] = {"oracle": "bernoulli", "params": {"p": [1.0, 0.6, 0.3]}}
@@ -33,7 +34,8 @@ def serve(tmp_path: Path, api: str | None) -> RunDirectory:
     config = {"scenario": str(scenario), "seed": 0, "run-dir": str(run_dir)}
     if api is not None:
         config["api"] = api
-    grid = InProcessGrid(message_app, 3, run_config=config)
+    config.update(settings)
+    grid = InProcessGrid(message_app, nodes, run_config=config)
     app(grid, Context(run_id=0, node_id=0, node_config={}, state=RecordDict(), run_config=config))
     return RunDirectory(run_dir)
 
@@ -52,3 +54,18 @@ def test_an_unknown_api_is_refused_naming_the_allowed_ones(tmp_path: Path) -> No
         ScenarioError, match=r"api: unknown 'grpc'; allowed values: message, legacy"
     ):
         serve(tmp_path, "grpc")
+
+
+@pytest.mark.parametrize(
+    ("api", "said"),
+    [
+        ("message", r"now 0\.25 s"),
+        ("legacy", r"only 2 of data\.num_clients=3 clients connected within [0-9] s"),
+    ],
+)
+def test_the_run_configs_wait_timeout_bounds_the_wait_for_the_nodes(
+    tmp_path: Path, api: str, said: str
+) -> None:
+    # 2 nodes for 3 clients: the oracle gives up after the run config's wait, not 120 s
+    with pytest.raises(AvailabilityError, match=said):
+        serve(tmp_path, api, nodes=2, **{"wait-timeout": 0.25})

@@ -123,6 +123,7 @@ class FakeFlwrRun:
         second = lock_in_child(folder)
         FakeFlwrRun.seen["second driver"] = second.stderr
         token = config["run-token"]
+        FakeFlwrRun.seen["wait-timeout"] = config["wait-timeout"]
         server_app = in_child(
             "from fedram_flwr.rundir import RunDirectory\n"
             f"d = RunDirectory({folder!r})\n"
@@ -141,7 +142,9 @@ def test_the_flower_driver_holds_the_lock_and_gives_the_serverapp_its_token(
     monkeypatch.setattr("fedram_flwr.engines.flwr.run.FlwrRun", FakeFlwrRun)
     scenario = tmp_path / "tiny.yaml"
     scenario.write_text(yaml.safe_dump(TINY_GAUSSIAN))
-    out = run_with_flwr(scenario, 0, tmp_path / "run", stage=False)
+    out = run_with_flwr(scenario, 0, tmp_path / "run", stage=False, timeout=900)
     assert out.status() == "complete" and out.read_metrics() == [{"round": 0}]
+    # the SuperNodes are watched by the driver: the oracle may wait the run's whole limit
+    assert 800 < FakeFlwrRun.seen["wait-timeout"] <= 900
     assert f"being written by another run (pid {os.getpid()}" in FakeFlwrRun.seen["second driver"]
     assert lock_held(out.path) is False  # released when the run ended

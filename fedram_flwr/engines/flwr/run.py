@@ -228,6 +228,10 @@ def _run_once(
                 "run-dir": str(out.path),
                 "run-token": out.held_token(),  # the ServerApp writes only under our lock
                 "api": api,
+                # the SuperNodes are watched here (check_supernodes): the oracle's wait
+                # for them needs no bound tighter than the run's (a loaded machine can
+                # take minutes to start K ClientApps)
+                "wait-timeout": max(float(timeout), 1.0),
             }
         )
     )

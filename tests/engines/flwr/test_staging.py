@@ -70,7 +70,7 @@ def test_staged_app_imports_on_its_own(staged: Path) -> None:
         "print(s.__file__); print(c.__file__)\n"
     )
     res = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=staged
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=900, cwd=staged
     )
     assert res.returncode == 0, res.stderr
     files = [Path(line) for line in res.stdout.split()]
