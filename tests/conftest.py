@@ -87,14 +87,3 @@ def tiny_ca_fed(ca_fed_dict):
         return scenario_from_dict(raw)
 
     return build
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Every test that starts Flower's engines (marker ``flwr``) goes to one xdist group,
-    so under ``--dist loadgroup`` (scripts/test.sh) no two of them run at once: Ray gives a
-    raylet 30 s (hard-coded) to register, and four Simulation/Deployment runs started
-    together on a loaded 2-core machine missed that and the partition-id query's 120 s
-    (3 failures in a fresh clone's suite; each test passed alone)."""
-    for item in items:
-        if item.get_closest_marker("flwr") is not None:
-            item.add_marker(pytest.mark.xdist_group("flower-engines"))
