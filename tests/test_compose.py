@@ -11,6 +11,7 @@ certificates each side mounts, the health checks, and the scenario's number of c
 from __future__ import annotations
 
 import argparse
+import copy
 import importlib.util
 import os
 import re
@@ -35,6 +36,7 @@ from packaging.requirements import Requirement
 from typer.main import get_command
 
 from fedram_flwr.app_config import APP_ROOT, scenario_from_run_config
+from tests.docker.hostnet import HostPorts, host_network_config
 
 COMPOSE_FILES = {
     "plain": ("docker-compose.yml",),
@@ -246,7 +248,53 @@ def test_flower_is_pinned_in_the_constraints_file_only() -> None:
         text = "\n".join(line for line in lines if not line.lstrip().startswith("#"))
         assert not re.search(r"flwr[^\s\"']*\s*[=<>~]=", text), f"{file} pins flwr itself"
     dockerfile = (APP_ROOT / "Dockerfile").read_text()
-    assert re.search(r"pip install [^\n]*-c constraints\.txt \"\.\[experiments\]\"", dockerfile)
+    assert "['optional-dependencies']['experiments']" in dockerfile
+    assert re.search(
+        r"pip install [^\n]*-c /src/constraints\.txt -r /tmp/requirements\.txt", dockerfile
+    )
+
+
+def test_host_network_file_gives_every_process_its_own_ports(
+    compose: dict[str, Any], tmp_path: Path
+) -> None:
+    """The container tests' host-network file (tests/docker/hostnet.py): every command
+    still parses with the pinned Flower, health checks still ask their own server, every
+    process binds loopback on a port of its own, and every client dials the SuperLink."""
+    names = sorted(compose["services"])
+    nodes = [n for n in names if n.startswith("supernode")]
+    ports = HostPorts(
+        control=18000,
+        fleet=19092,
+        health={n: 20000 + i for i, n in enumerate(names)},
+        clientappio={n: 21000 + i for i, n in enumerate(nodes)},
+    )
+    config = host_network_config(compose, ports, tmp_path)
+    assert "ports" not in config["services"]["superlink"]
+    assert {s["network_mode"] for s in config["services"].values()} == {"host"}
+    test_every_command_is_accepted_by_the_pinned_flower(config)
+    test_healthchecks_ask_each_service_own_health_server(config)
+    bound = []
+    for name, (exe, args) in parsed_services(config).items():
+        if exe == "flower-superlink":
+            bound += [(args.host, args.port), split_address(args.fleet_api_address)]
+        if exe == "flower-supernode":
+            assert args.superlink == "127.0.0.1:19092", name
+            bound.append((args.host, args.port))
+        if exe != "flwr":
+            bound.append(split_address(args.health_server_address))
+    assert {host for host, _ in bound} == {"127.0.0.1"}
+    assert len({port for _, port in bound}) == len(bound) == 2 + len(names) - 1 + len(nodes)
+    submit = config["services"]["submit"]
+    toml = tomli.loads(mounted(submit, "/flwr/config.toml").read_text())
+    assert toml["superlink"]["compose"]["address"] == "127.0.0.1:18000"
+    original = tomli.loads(mounted(compose["services"]["submit"], "/flwr/config.toml").read_text())
+    assert {k: v for k, v in toml["superlink"]["compose"].items() if k != "address"} == {
+        k: v for k, v in original["superlink"]["compose"].items() if k != "address"
+    }
+    with pytest.raises(ValueError, match="supernode-0.*container address"):
+        changed = copy.deepcopy(compose)
+        changed["services"]["supernode-0"]["command"].append("--superlink=superlink:9093")
+        host_network_config(changed, ports, tmp_path)
 
 
 # ------------------------------------------------------------- health and TLS
