@@ -6,6 +6,8 @@
   ids, bounded waits, the round counter) and :class:`AvailabilityError`;
 - :mod:`.oracles`: ``ram``, ``bernoulli``, ``markov``/``clustered``, ``cyclic``,
   ``trace``: thin wrappers over the laws that emulate availability;
+- :mod:`.nonstationary`: FedAWE's non-stationary Bernoulli law p_i^t = p_i f_i(t)
+  (``nonstationary``);
 - :mod:`.traces`: reading and writing recorded traces;
 - :mod:`.connected`: the Deployment Engine's physical availability.
 """
@@ -30,6 +32,14 @@ from fedram_flwr.availability.laws import (
     ram_relay,
 )
 from fedram_flwr.availability.manager import AvailabilityError, OracleClientManager
+from fedram_flwr.availability.nonstationary import (
+    DYNAMICS,
+    NonStationaryClientManager,
+    default_phi_max,
+    fedawe_base_p,
+    fedawe_f,
+    fedawe_phi,
+)
 from fedram_flwr.availability.oracles import (
     BernoulliClientManager,
     CyclicClientManager,
@@ -41,6 +51,7 @@ from fedram_flwr.availability.traces import read_trace, write_trace
 from fedram_flwr.protocol import PARTITION_ID
 
 __all__ = [
+    "DYNAMICS",
     "PARTITION_ID",
     "AvailabilityError",
     "BernoulliClientManager",
@@ -49,6 +60,7 @@ __all__ = [
     "HiddenLaw",
     "MarkovChains",
     "MarkovClientManager",
+    "NonStationaryClientManager",
     "OracleClientManager",
     "RandomAccessClientManager",
     "ReportingProxy",
@@ -59,8 +71,12 @@ __all__ = [
     "connected_sample",
     "contiguous_clusters",
     "cyclic_active",
+    "default_phi_max",
     "evenly_spread_phases",
     "fedar_spread",
+    "fedawe_base_p",
+    "fedawe_f",
+    "fedawe_phi",
     "label_permutation",
     "markov_activation",
     "markov_lambda_min",
