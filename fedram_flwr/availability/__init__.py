@@ -8,11 +8,13 @@
   ``trace``: thin wrappers over the laws that emulate availability;
 - :mod:`.nonstationary`: FedAWE's non-stationary Bernoulli law p_i^t = p_i f_i(t)
   (``nonstationary``);
-- :mod:`.traces`: reading and writing recorded traces;
+- :mod:`.traces`: reading and writing recorded traces; :mod:`.fedscale`: FedScale's
+  client behaviour traces (wall-clock intervals) mapped to rounds;
 - :mod:`.connected`: the Deployment Engine's physical availability.
 """
 
 from fedram_flwr.availability.connected import ConnectedClientManager, ReportingProxy
+from fedram_flwr.availability.fedscale import fedscale_matrix, read_fedscale
 from fedram_flwr.availability.laws import (
     HiddenLaw,
     MarkovChains,
@@ -77,12 +79,14 @@ __all__ = [
     "fedawe_base_p",
     "fedawe_f",
     "fedawe_phi",
+    "fedscale_matrix",
     "label_permutation",
     "markov_activation",
     "markov_lambda_min",
     "markov_step",
     "ram_probabilities",
     "ram_relay",
+    "read_fedscale",
     "read_trace",
     "write_trace",
 ]

@@ -278,12 +278,26 @@ def build_cyclic(params: CyclicParams, scenario: Scenario, seed: int) -> OracleC
 class TraceParams(OracleParams):
     """Replay of a recorded trace (``path``): a round x client 0/1 CSV matrix (e.g. a
     run's ``availability.csv``) or JSON active ids per round. Past its last round:
-    ``past_end: error`` (checked at load against ``rounds``) or ``wrap``."""
+    ``past_end: error`` (checked at load against ``rounds``) or ``wrap``. A JSON object
+    is a FedScale client behaviour trace (:mod:`fedram_flwr.availability.fedscale`):
+    round r is available when start_time + (r - 1) ``round_duration`` seconds, modulo
+    the client's finish_time, lies in one of its active intervals; partition k follows
+    trace client ``clients[k]`` (default: the trace's ids in ascending order)."""
 
     path: str
     past_end: Literal["error", "wrap"] = "error"
+    round_duration: float | None = None
+    start_time: float = 0.0
+    clients: tuple[int, ...] | None = None
 
     def check(self, scenario: Scenario) -> None:
+        if self.round_duration is not None:
+            check_range(
+                "availability.params.round_duration", self.round_duration, 0.0, None, lo_open=True
+            )
+        check_range("availability.params.start_time", self.start_time, 0.0, None)
+        k = scenario.data.num_clients
+        check_length("availability.params.clients", self.clients, k, "data.num_clients")
         num_rounds = len(self.matrix(scenario))
         if self.past_end == "error" and scenario.rounds > num_rounds:
             raise ScenarioError(
@@ -293,9 +307,18 @@ class TraceParams(OracleParams):
             )
 
     def matrix(self, scenario: Scenario) -> np.ndarray:
-        """The trace as a rounds x clients bool matrix (its shape checked)."""
+        """The trace as a rounds x clients bool matrix (its shape checked); a FedScale
+        trace gives the run's ``rounds`` rows."""
         path = Path(self.path)  # absolute: the schema resolved it at load
-        return as_scenario_error(read_trace, path, scenario.data.num_clients)
+        return as_scenario_error(
+            read_trace,
+            path,
+            scenario.data.num_clients,
+            round_duration=self.round_duration,
+            num_rounds=scenario.rounds,
+            start_time=self.start_time,
+            clients=self.clients,
+        )
 
 
 def build_trace(params: TraceParams, scenario: Scenario, seed: int) -> OracleClientManager:
