@@ -64,6 +64,7 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {  # name -> (algorith
     ),
     "fedar": ({"name": "fedar", "params": {"t0": 1.0, "b": 4.0}}, BERNOULLI),
     "scaffold": ({"name": "scaffold", "params": {}}, BERNOULLI),
+    "fedawe": ({"name": "fedawe", "params": {"server_lr": 1.5}}, BERNOULLI),  # per-node models
     "rfedfair": (
         {"name": "rfedfair", "params": {"alpha": [0.5], "clients_per_round": 2}},
         BERNOULLI,
