@@ -253,10 +253,17 @@ def surviving_processes(run_dir: str | Path) -> dict[int, str]:
         info = read_proc(p["pid"])
         if info is not None and info.start == p["start"] and info.state != "Z":
             alive[info.pid] = info.cmd
-    for pid, info in process_table().items():
-        if info.state != "Z" and has_env(pid, TOKEN_ENV, record["token"]):
-            alive[pid] = info.cmd
-    return alive
+    return alive | token_processes(record["token"])
+
+
+def token_processes(token: str) -> dict[int, str]:
+    """Live processes (pid -> command) carrying ``token`` in their environment
+    (``FEDRAM_FLWR_RUN_TOKEN``: a flwr run's, a local Ray cluster's)."""
+    return {
+        pid: info.cmd
+        for pid, info in process_table().items()
+        if info.state != "Z" and has_env(pid, TOKEN_ENV, token)
+    }
 
 
 def started_by(runs: list[RunDirectory]) -> tuple[set[str], dict[int, int]]:

@@ -20,10 +20,25 @@ import yaml
 
 from fedram_flwr.config import ScenarioError
 from fedram_flwr.engines import run_message_in_process, run_with_flwr
-from fedram_flwr.engines.flwr.processes import TOKEN_ENV, free_port, has_env, process_table
-from fedram_flwr.engines.flwr.ray_cluster import check_reachable, local_cluster, split_address
+from fedram_flwr.engines.flwr.errors import FlwrRunError
+from fedram_flwr.engines.flwr.processes import ProcessTracker, ProcInfo, free_port
+from fedram_flwr.engines.flwr.ray_cluster import (
+    STOP_GRACE_S,
+    STOP_WAIT_S,
+    check_reachable,
+    local_cluster,
+    split_address,
+    stop_all,
+)
 from fedram_flwr.registry import scenario_from_dict
-from tests.helpers import RUN_LIMIT_S, SEED, TINY_GAUSSIAN, final_arrays, without_timings
+from tests.helpers import (
+    RUN_LIMIT_S,
+    SEED,
+    TINY_GAUSSIAN,
+    final_arrays,
+    token_processes,
+    without_timings,
+)
 
 
 def test_split_address_names_the_flag() -> None:
@@ -36,6 +51,26 @@ def test_unreachable_address_names_it_and_the_flag() -> None:
     address = f"127.0.0.1:{free_port()}"  # nothing listens there
     with pytest.raises(ScenarioError, match=f"--ray-address {address}: no Ray cluster answers"):
         check_reachable(address, "--ray-address", timeout=5)
+
+
+def test_a_cluster_that_does_not_stop_is_an_error_naming_its_processes() -> None:
+    """``stop_all`` raises, naming every survivor, when processes of the cluster are
+    still alive after the tracker's SIGKILL and wait (a tracker that reports one)."""
+    tracker = ProcessTracker("t0ken")
+    survivor = ProcInfo(4242, 1, 4242, 7, "D", "/usr/bin/raylet --node-ip-address=127.0.0.1")
+    asked: list[tuple[float, float]] = []
+
+    def stop(grace: float, kill_wait: float) -> list[ProcInfo]:
+        asked.append((grace, kill_wait))
+        return [survivor]
+
+    tracker.stop = stop  # type: ignore[method-assign]
+    with pytest.raises(
+        FlwrRunError, match=r"token t0ken\) survived SIGKILL .*4242 \(/usr/bin/raylet"
+    ):
+        stop_all(tracker)
+    assert asked == [(STOP_GRACE_S, STOP_WAIT_S)]
+    assert STOP_WAIT_S >= 60, "SIGKILLed processes get minutes to exit on a loaded machine"
 
 
 def test_ray_address_is_for_the_simulation_engine_only(tmp_path: Path) -> None:
@@ -69,11 +104,7 @@ def test_simulation_on_a_running_cluster_matches_in_process(tmp_path: Path) -> N
         np.testing.assert_array_equal(x, y)
     assert without_timings(run.read_metrics()) == without_timings(reference.read_metrics())
     # the cluster is gone: nothing of it runs, its address no longer answers
-    left = [
-        p.cmd
-        for p in process_table().values()
-        if p.state != "Z" and has_env(p.pid, TOKEN_ENV, cluster.token)
-    ]
+    left = token_processes(cluster.token)
     assert not left, f"processes of the cluster survived it: {left}"
     with pytest.raises(ScenarioError):
         check_reachable(cluster.address, "--ray-address", timeout=5)

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
+import sys
 import tempfile
 import time
 import uuid
@@ -30,6 +32,7 @@ from fedram_flwr.engines.flwr.processes import (
     executable,
     free_port,
 )
+from fedram_flwr.engines.flwr.signals import signals_ignored
 from fedram_flwr.schema import ScenarioError
 
 RAY_ADDRESS_ENV = "RAY_ADDRESS"
@@ -44,6 +47,11 @@ STARTUP_TIMED_OUT = "timed out during startup"
 """Ray's own error when its raylet does not register within a hard-coded 30 s (a
 loaded machine): the head node is started again."""
 START_ATTEMPTS = 3
+STOP_GRACE_S = 15.0
+"""How long the cluster's processes get to exit on SIGTERM before they are SIGKILLed."""
+STOP_WAIT_S = 300.0
+"""How long SIGKILLed processes get to exit (seconds at most, but slow on a loaded
+machine) before :func:`local_cluster` gives up and raises, naming them."""
 
 CLUSTER_ENV = {
     "RAY_USAGE_STATS_ENABLED": "0",
@@ -155,10 +163,30 @@ def local_cluster(num_cpus: int | None = None, *, timeout: float = 900.0) -> Ite
             else:
                 break
             tail = log_tail(log)
-            tracker.stop()
+            stop_all(tracker)
             if STARTUP_TIMED_OUT not in tail or attempt == START_ATTEMPTS:
                 raise FlwrRunError(f"a local Ray head node did not start; {log}:\n{tail}")
         yield LocalCluster(address, temp / str(attempt), tracker.token)
+    except BaseException:
+        try:
+            stop_all(tracker)
+        except FlwrRunError as err:  # the error in flight stays the one raised
+            print(f"warning: {err}", file=sys.stderr)
+        raise
+    else:
+        stop_all(tracker)
     finally:
-        tracker.stop()
         shutil.rmtree(temp, ignore_errors=True)
+
+
+def stop_all(tracker: ProcessTracker) -> None:
+    """Stop every process of the cluster (SIGTERM, then SIGKILL to those left) and wait
+    until each has exited; a :class:`FlwrRunError` naming the survivors otherwise. The
+    bounds are generous (minutes on a loaded machine) but finite."""
+    with signals_ignored(signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        leftovers = tracker.stop(grace=STOP_GRACE_S, kill_wait=STOP_WAIT_S)
+    if leftovers:
+        raise FlwrRunError(
+            f"processes of the local Ray (token {tracker.token}) survived SIGKILL for "
+            f"{STOP_WAIT_S:.0f} s: " + ", ".join(f"{p.pid} ({p.cmd[:60]})" for p in leftovers)
+        )
