@@ -9,27 +9,50 @@ from __future__ import annotations
 
 import copy
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 import yaml
 
 from fedram_flwr.cli import main
+from fedram_flwr.engines import fanout
 from fedram_flwr.engines.fanout import fan_out
 from fedram_flwr.engines.flwr.processes import free_port, process_table
+from fedram_flwr.engines.flwr.ray_cluster import LocalCluster, local_cluster
 from fedram_flwr.outputs import RunDirectory
 from fedram_flwr.rundir.lock import lock_holder
 from fedram_flwr.schema import ScenarioError
-from tests.helpers import TINY_GAUSSIAN, final_arrays, without_timings
+from tests.helpers import TINY_GAUSSIAN, final_arrays, token_processes, without_timings
 
 LABELS = ["alpha=1.0", "alpha=0.1"]
 SEEDS = [0, 1]
 
 
-def cluster_processes() -> set[int]:
-    """Live processes of any cluster that ``local_cluster`` started (its folders)."""
-    return {p.pid for p in process_table().values() if p.state != "Z" and "/fr-ray-" in p.cmd}
+def recording_clusters(monkeypatch: pytest.MonkeyPatch) -> list[LocalCluster]:
+    """The local clusters ``fan_out`` starts from now on, each appended once it is up."""
+    started: list[LocalCluster] = []
+
+    @contextmanager
+    def recorded(*args: Any, **kwargs: Any) -> Iterator[LocalCluster]:
+        with local_cluster(*args, **kwargs) as cluster:
+            started.append(cluster)
+            yield cluster
+
+    monkeypatch.setattr(fanout, "local_cluster", recorded)
+    return started
+
+
+def cluster_processes(cluster: LocalCluster) -> dict[int, str]:
+    """Live processes of this cluster: carrying its token, or naming its folder (not
+    those of another cluster, e.g. another copy of the suite's, running meanwhile)."""
+    folder = str(cluster.temp_dir.parent)
+    return token_processes(cluster.token) | {
+        p.pid: p.cmd for p in process_table().values() if p.state != "Z" and folder in p.cmd
+    }
 
 
 def test_an_unreachable_cluster_is_named_with_the_flag() -> None:
@@ -39,15 +62,18 @@ def test_an_unreachable_cluster_is_named_with_the_flag() -> None:
 
 
 @pytest.mark.flwr
-def test_a_fanned_out_sweep_matches_the_sequential_one(tmp_path: Path, capsys) -> None:
+def test_a_fanned_out_sweep_matches_the_sequential_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     raw = copy.deepcopy(TINY_GAUSSIAN)
     raw.update(seeds=SEEDS, sweep={"algorithm.alpha": [1.0, 0.1]})
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
-    before = cluster_processes()
+    clusters = recording_clusters(monkeypatch)
     assert main(["run", str(path), "--out", str(tmp_path / "seq")]) == 0
     assert main(["run", str(path), "--out", str(tmp_path / "ray"), "--ray"]) == 0
-    assert cluster_processes() - before == set(), "processes of the local Ray survived"
+    (cluster,) = clusters
+    assert not cluster_processes(cluster), "processes of the local Ray survived the sweep"
     for label in LABELS:
         for seed in SEEDS:
             one, fanned = (
