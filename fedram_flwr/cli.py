@@ -3,6 +3,9 @@
     fedram run scenarios/demo.yaml                       # every variant x seed, in-process
     fedram run scenarios/demo.yaml --engine flwr         # on Flower's Simulation Engine
     fedram run scenarios/demo.yaml --engine deployment --tls  # SuperLink + K SuperNodes
+    fedram run scenarios/demo.yaml --ray                 # runs as tasks on a private local Ray
+    fedram run scenarios/demo.yaml --ray HEAD:6379       # ... on a running Ray cluster
+    fedram run scenarios/demo.yaml --engine flwr --ray-address HEAD:6379  # clients on it
     fedram run scenarios/table1.yaml --seeds 0 1 2 --set rounds=300 --set training.local_epochs=2
     fedram report runs/demo                              # report.md + figures
     fedram show scenarios/table1.yaml                    # resolved scenario and its variants
@@ -58,6 +61,8 @@ from fedram_flwr.engines import (
     run_message_in_process,
     run_with_flwr,
 )
+from fedram_flwr.engines.fanout import LOCAL, fan_out
+from fedram_flwr.engines.flwr.ray_cluster import check_reachable
 from fedram_flwr.outputs import RunDirectory, swept_values
 from fedram_flwr.plot_inputs import complete_plot_inputs
 from fedram_flwr.plots import plot_run
@@ -116,6 +121,21 @@ def _parser() -> argparse.ArgumentParser:
         help="in-process: save a run's state in its folder every ROUNDS rounds, so that "
         "rerunning an interrupted run resumes it there (0: never); default: rounds / 20",
     )
+    run.add_argument(
+        "--ray-address",
+        metavar="HOST:PORT",
+        help="flwr: run the Simulation Engine's clients on this running Ray cluster "
+        "(its head node's address, as `ray start --head` prints it)",
+    )
+    run.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        metavar="HOST:PORT",
+        help="in-process: run the (variant, seed) runs as tasks on this Ray cluster (one "
+        "CPU each; the run folders must be on a filesystem its nodes share), or, without "
+        "an address (or `local`), on a private Ray started on this machine for the sweep",
+    )
     run.add_argument("--seeds", type=int, nargs="+", help="override the scenario's seeds")
     run.add_argument(
         "--set",
@@ -161,6 +181,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise ScenarioError(
             "--checkpoint-every: a number of rounds >= 0 (0: never), with the in-process engine"
         )
+    if args.ray_address is not None and args.engine != "flwr":
+        raise ScenarioError("--ray-address needs --engine flwr (the Simulation Engine)")
+    if args.ray is not None and args.engine != "in-process":
+        raise ScenarioError("--ray fans out in-process runs: leave out --engine")
+    if args.ray not in (None, LOCAL):
+        check_reachable(args.ray, "--ray")
     if args.api is None:  # in-process: the loop that checkpoints; Flower's engines: as flwr run
         args.api = "legacy" if args.engine == "in-process" else "message"
     if args.checkpoint_every is not None and args.api != "legacy":
@@ -171,6 +197,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         overrides["seeds"] = args.seeds  # checked as the scenario's seeds are
     if overrides:
         scenario = with_overrides(scenario, overrides)
+    if args.ray is not None:  # the tasks run in other processes, maybe other machines
+        args.out = args.out.absolute()
     existing = next(p for p in (args.out, *args.out.parents) if p.exists())
     if not existing.is_dir():  # --out itself, or a folder above it, is a file
         raise ScenarioError(f"--out {args.out}: {existing} is a file, not a folder")
@@ -195,21 +223,15 @@ def cmd_run(args: argparse.Namespace) -> int:
             refuse_resumable(jobs, args.engine)
     print(f"fedram: {len(jobs)} run(s) of {scenario.name} -> {root}", file=sys.stderr)
     t0 = time.monotonic()
-    failed: list[str] = []
-    for i, (label, variant, seed, run_dir) in enumerate(jobs, 1):
-        tag = f"[{i}/{len(jobs)}] {label} seed {seed}"
-        try:
-            with RunDirectory(run_dir).lock():
-                if not args.force and skip(RunDirectory(run_dir), tag, args.api):
-                    continue
-                RunDirectory(run_dir).write_variant(label, swept[label])
-                run_one(args, kills, variant, seed, run_dir, tag)
-                plot_run(run_dir)
-        except (ScenarioError, DatasetNotFoundError):
-            raise  # bad input: every run would fail alike
-        except Exception as err:  # RunDirectoryBusy too: another run writes that folder
-            print(f"{tag}: failed: {type(err).__name__}: {err}", file=sys.stderr)
-            failed.append(f"{run_dir} ({type(err).__name__})")
+    calls = [
+        (args, kills, job, swept[job[0]], f"[{i}/{len(jobs)}] {job[0]} seed {job[2]}")
+        for i, job in enumerate(jobs, 1)
+    ]
+    if args.ray is None:
+        results = [run_job(*call) for call in calls]
+    else:
+        results = fan_out(run_job, calls, args.ray)
+    failed = [result for result in results if result is not None]
     complete_plot_inputs(root)
     report = write_report(root)
     print(f"fedram: done in {time.monotonic() - t0:.0f} s; report: {report}", file=sys.stderr)
@@ -221,6 +243,31 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+def run_job(
+    args: argparse.Namespace,
+    kills: dict[int, int],
+    job: tuple[str, Scenario, int, Path],
+    swept: dict,
+    tag: str,
+) -> str | None:
+    """One (variant, seed) of a sweep in its run folder (locked; skipped when complete),
+    plotted; None, or what failed. Bad input (every run would fail alike) raises."""
+    label, variant, seed, run_dir = job
+    try:
+        with RunDirectory(run_dir).lock():
+            if not args.force and skip(RunDirectory(run_dir), tag, args.api):
+                return None
+            RunDirectory(run_dir).write_variant(label, swept)
+            run_one(args, kills, variant, seed, run_dir, tag)
+            plot_run(run_dir)
+    except (ScenarioError, DatasetNotFoundError):
+        raise
+    except Exception as err:  # RunDirectoryBusy too: another run writes that folder
+        print(f"{tag}: failed: {type(err).__name__}: {err}", file=sys.stderr)
+        return f"{run_dir} ({type(err).__name__})"
+    return None
 
 
 def refuse_changed(jobs: list[tuple[str, Scenario, int, Path]]) -> None:
@@ -306,6 +353,7 @@ def run_one(
             env=DEPLOYMENT_LATENCY_ENV if deployment else None,
             timeout=args.time_limit,
             api=args.api,
+            ray_address=args.ray_address,
         )
     elif args.api == "message":
         run_message_in_process(variant, seed, run_dir, label=tag)

@@ -26,6 +26,8 @@ SALTS: dict[str, int] = {
     "ram-relay": 0x5A3,  # (seed, round): the RAM's m relayed clients
     "markov-step": 0x3A7,  # (seed, round): the chains' uniforms of one step
     "connected-sample": 0xC0C,  # (seed, round): m of the connected SuperNodes
+    "fedawe-phi": 0xFAE0,  # FedAWE's per-class phi_c ~ U(0, Phi_c) (App. J.3)
+    "nonstationary-step": 0xFAE1,  # (seed, round): uniforms of p_i^t = p_i f_i(t) draws
     # strategies: per (seed, round)
     "fedavg-s-subsample": 0xF5A5,  # FedAvg(S): S of the available clients
     "rcfl-draws": 0x2CF1,  # RC-FL: K clients drawn with replacement by p_i

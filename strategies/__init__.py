@@ -13,11 +13,12 @@ from fedram_flwr.strategies.fed_cvar_avg import (
 )
 from fedram_flwr.strategies.fedar import FedAR
 from fedram_flwr.strategies.fedavg import FedAvg
-from fedram_flwr.strategies.participation import FedAU, FedAvgIS, FedAvgSampled
+from fedram_flwr.strategies.fedawe import FedAWE
+from fedram_flwr.strategies.participation import FedAU, FedAvgAll, FedAvgIS, FedAvgSampled
 from fedram_flwr.strategies.qffl import QFFL
 from fedram_flwr.strategies.rc_fl import RFedFair
 from fedram_flwr.strategies.scaffold import Scaffold
-from fedram_flwr.strategies.stale_updates import MIFA, FedVARP
+from fedram_flwr.strategies.stale_updates import MIFA, FedStale, FedVARP
 
 __all__ = [
     "AFL",
@@ -27,9 +28,12 @@ __all__ = [
     "FedAR",
     "FedAU",
     "FedAvg",
+    "FedAvgAll",
+    "FedAWE",
     "FedAvgIS",
     "FedAvgSampled",
     "FedCVaRAvg",
+    "FedStale",
     "FedVARP",
     "MIFA",
     "MoreAvailable",

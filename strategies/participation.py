@@ -1,5 +1,6 @@
 """FedAvg over the available clients with per-client aggregation weights: the
-FedAR paper's FedAvg-IS and FedAvg(S=50) baselines (Sec. 6.1), and FedAU.
+FedAR paper's FedAvg-IS and FedAvg(S=50) baselines (Sec. 6.1), FedAU, and the FedAWE
+paper's FedAvg over all clients.
 
 Every rule here is
 
@@ -9,6 +10,9 @@ and they differ in omega_i:
 
 - FedAvg(S): at most S of the available clients, drawn uniformly, omega_i = N / |S_t|
   (the mean of their models, FedAR eq. 3 over S_t);
+- FedAvg over all clients (Xiang et al., NeurIPS 2024, App. J.2: "counts the
+  contributions of unavailable clients as 0's"): omega_i = 1, the sum of the available
+  clients' updates divided by N;
 - FedAvg-IS: omega_i = 1 / p_i, the inverse of client i's availability probability
   (Horvitz-Thompson: unbiased for the mean over all N clients). p_i is either the
   oracle's true value (oracle-informed, as FedAR's paper runs it) or, by default, CA-Fed's
@@ -24,7 +28,7 @@ and they differ in omega_i:
   on the server from the participations it observes (they depend on nothing else), and
   the global step size is 1.
 
-Flower's Message API: ``FedAvgIS``, ``FedAvgSampled``, ``FedAU``
+Flower's Message API: ``FedAvgIS``, ``FedAvgSampled``, ``FedAU``, ``FedAvgAll``
 in :mod:`fedram_flwr.message_api` (same core, same arguments).
 """
 
@@ -151,6 +155,15 @@ class ReweightedCore(VectorCore[ReweightedState]):
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
+class FedAvgAllCore(ReweightedCore):
+    """FedAvg over all clients: omega_i = 1, so w_{t+1} = w_t - (1/N) sum_{i in A(t)}
+    (w_t - w_{t,K}^i), the N - |A(t)| unavailable clients counted as zero updates."""
+
+    def weights(self, estimator, server_round, active, elapsed):
+        return np.ones(len(active)), estimator
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
 class FedAvgISCore(ReweightedCore):
     """FedAvg-IS: omega_i = 1 / p_i with the oracle's ``known_p`` (oracle-informed) or,
     when it is ``None``, the estimate p_hat_i of round t, which counts round t itself
@@ -228,6 +241,12 @@ class FedAUCore(ReweightedCore):
 
 
 # --------------------------------------------------------------- Flower adapters
+class FedAvgAll(VectorStrategy):
+    """FedAvg over all clients over :class:`FedAvgAllCore`."""
+
+    core_type = FedAvgAllCore
+
+
 class FedAvgIS(VectorStrategy):
     """FedAvg-IS over :class:`FedAvgISCore` (``known_p``: the oracle's p_i, or None)."""
 

@@ -1,9 +1,12 @@
-"""Stale-update memory and the baselines built on it: MIFA and FedVARP.
+"""Stale-update memory and the baselines built on it: MIFA, FedVARP and FedStale.
 
 - X. Gu, K. Huang, J. Zhang, L. Huang, "Fast Federated Learning in the Presence of
   Arbitrary Device Unavailability" (MIFA), NeurIPS 2021, Algorithm 1.
 - D. Jhunjhunwala, P. Sharma, A. Nagarkatti, G. Joshi, "FedVARP: Tackling the Variance
   Due to Partial Client Participation in Federated Learning", UAI 2022, Algorithm 1.
+- A. Rodio, G. Neglia, "FedStale: leveraging stale client updates in federated
+  learning" (arXiv:2405.04171, 2024): a convex combination, weight beta, of FedVARP's
+  direction (fresh and stale updates weighed equally) and FedAvg's (fresh only).
 
 The server keeps every client's latest update G_i (FedAR eq. 4; MIFA's G_i, FedVARP's
 y_i) in :class:`UpdateMemory`: one preallocated float32 (N x d) array whose rows are
@@ -13,6 +16,8 @@ rule steps w_{t+1} = w_t - eta_t v_t with its own direction v_t:
 
     MIFA:     v_t = (1/N) sum_i G_i                                      (all N clients)
     FedVARP:  v_t = (1/N) sum_i y_i + (1/|A(t)|) sum_{i in A(t)} (G_i - y_i)   (y: before t)
+    FedStale: v_t = beta v_t^FedVARP + (1 - beta) (1/|A(t)|) sum_{i in A(t)} G_i
+                  = beta (1/N) sum_i y_i + (1/|A(t)|) sum_{i in A(t)} (G_i - beta y_i)
 
 A client never seen has G_i = 0 (MIFA's paper asks every client to answer in round 1;
 here it simply contributes nothing until it does). FedAR (``fedar.py``) weighs the
@@ -20,10 +25,10 @@ same rows by eq. (6).
 
 A round in which nobody is available (the engines' server hands it to the core with no
 replies) still advances tau; MIFA (Alg. 1) and FedAR (eq. 7, Alg. 1 line 15) then step
-along the stored updates, while FedVARP keeps the model, as its authors' code does
-(it skips a round without participants: Alg. 1 needs |S| > 0).
+along the stored updates, while FedVARP and FedStale keep the model, as FedVARP's
+authors' code does (it skips a round without participants: Alg. 1 needs |S| > 0).
 
-Flower's Message API: ``MIFA``, ``FedVARP``
+Flower's Message API: ``MIFA``, ``FedVARP``, ``FedStale``
 in :mod:`fedram_flwr.message_api` (same core, same arguments).
 """
 
@@ -59,6 +64,16 @@ def fedvarp_direction(
     before the round; sum_{i in S} (Delta_i - y_i) = total_after - total_before."""
     mean = total_before / num_clients
     return mean if num_active == 0 else mean + (total_after - total_before) / num_active
+
+
+def fedstale_direction(varp: np.ndarray, fresh: np.ndarray, num_active: int, beta: float):
+    """FedStale: beta v^FedVARP + (1 - beta) (1/|S|) sum_{i in S} Delta_i, with ``fresh``
+    = sum_{i in S} Delta_i (|S| > 0). beta = 1 returns ``varp`` itself (FedVARP bit for
+    bit), beta = 0 the mean fresh update (FedAvg over the participating clients)."""
+    if beta == 1.0:
+        return varp
+    mean_fresh = fresh / num_active
+    return mean_fresh if beta == 0.0 else beta * varp + (1.0 - beta) * mean_fresh
 
 
 @dataclass
@@ -167,6 +182,29 @@ class FedVARPCore(MemoryCore):
         return v, {}
 
 
+@dataclass(frozen=True, eq=False, kw_only=True)
+class FedStaleCore(MemoryCore):
+    """FedStale (Rodio and Neglia 2024): :func:`fedstale_direction` with weight ``beta``
+    in [0, 1] on the stale updates; no step in a round without participants (as
+    FedVARP). The fresh sum is accumulated row by row (no |S| x d temporary)."""
+
+    beta: float = 0.5
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0.0 <= self.beta <= 1.0:
+            raise ValueError(f"algorithm.params.beta: {self.beta} must be in [0, 1]")
+
+    def direction(self, server_round, memory, active, total_before):
+        if not active:
+            return None, {}
+        varp = fedvarp_direction(total_before, memory.total, self.num_clients, len(active))
+        fresh = np.zeros(memory.total.shape, dtype=np.float64)
+        for i in active:
+            fresh += memory.updates[i]
+        return fedstale_direction(varp, fresh, len(active), self.beta), {}
+
+
 class MIFA(VectorStrategy):
     """MIFA over :class:`MIFACore`."""
 
@@ -177,3 +215,12 @@ class FedVARP(VectorStrategy):
     """FedVARP over :class:`FedVARPCore`."""
 
     core_type = FedVARPCore
+
+
+class FedStale(VectorStrategy):
+    """FedStale over :class:`FedStaleCore` (``beta``: the stale updates' weight)."""
+
+    core_type = FedStaleCore
+
+    def __init__(self, *, beta: float = 0.5, **kwargs: Any) -> None:
+        super().__init__(core_kwargs={"beta": beta}, **kwargs)

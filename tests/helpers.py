@@ -42,7 +42,7 @@ from fedram_flwr.config import Scenario, ScenarioError
 from fedram_flwr.engines import InProcessClientProxy, node_context, run_in_process, run_with_flwr
 from fedram_flwr.engines.flwr.processes import TOKEN_ENV, has_env, process_table, read_proc
 from fedram_flwr.outputs import RunDirectory
-from fedram_flwr.protocol import PARTITION_ID
+from fedram_flwr.protocol import PARTITION_ID, ClientReply
 from fedram_flwr.registry import load_scenario, scenario_from_dict
 from fedram_flwr.strategies import (
     AFL,
@@ -54,9 +54,12 @@ from fedram_flwr.strategies import (
     FedAR,
     FedAU,
     FedAvg,
+    FedAvgAll,
     FedAvgIS,
     FedAvgSampled,
+    FedAWE,
     FedCVaRAvg,
+    FedStale,
     FedVARP,
     MoreAvailable,
     RFedFair,
@@ -250,10 +253,17 @@ def surviving_processes(run_dir: str | Path) -> dict[int, str]:
         info = read_proc(p["pid"])
         if info is not None and info.start == p["start"] and info.state != "Z":
             alive[info.pid] = info.cmd
-    for pid, info in process_table().items():
-        if info.state != "Z" and has_env(pid, TOKEN_ENV, record["token"]):
-            alive[pid] = info.cmd
-    return alive
+    return alive | token_processes(record["token"])
+
+
+def token_processes(token: str) -> dict[int, str]:
+    """Live processes (pid -> command) carrying ``token`` in their environment
+    (``FEDRAM_FLWR_RUN_TOKEN``: a flwr run's, a local Ray cluster's)."""
+    return {
+        pid: info.cmd
+        for pid, info in process_table().items()
+        if info.state != "Z" and has_env(pid, TOKEN_ENV, token)
+    }
 
 
 def started_by(runs: list[RunDirectory]) -> tuple[set[str], dict[int, int]]:
@@ -489,6 +499,9 @@ STRATEGIES = {  # name -> the legacy strategy with tiny hyper-parameters (no mod
     "fedar": partial(FedAR, rho=0.1, g=partial(g_convex, t0=10.0, b=4.0), **VECTOR),
     "mifa": partial(MIFA, **VECTOR),
     "fedvarp": partial(FedVARP, **VECTOR),
+    "fedstale": partial(FedStale, beta=0.25, **VECTOR),
+    "fedavg-all": partial(FedAvgAll, **VECTOR),
+    "fedawe": partial(FedAWE, server_lr=1.5, **VECTOR),
     "fedavg-is": partial(FedAvgIS, **VECTOR),
     "fedavg-s": partial(FedAvgSampled, max_clients=1, seed=0, **VECTOR),
     "fedau": partial(FedAU, cutoff=5, **VECTOR),
@@ -502,6 +515,12 @@ STRATEGIES = {  # name -> the legacy strategy with tiny hyper-parameters (no mod
     "afl": partial(AFL, num_clients=N),
     "qffl": partial(QFFL, q_param=1.0, qffl_learning_rate=0.1),
 }
+
+
+def vector_reply(pid: int, vector: np.ndarray, num_examples: int = 10) -> ClientReply:
+    """A core's view of client ``pid`` returning the one-array model ``vector`` (float32)."""
+    model = np.asarray(vector, np.float32)
+    return ClientReply(pid, num_examples, {PARTITION_ID: pid}, lambda: [model.copy()])
 
 
 # ------------------------------------------------------ a Message-API grid, in tests

@@ -422,6 +422,10 @@ def test_malformed_scenario_exits_2_naming_the_file_or_field(
         ),
         (["--set", "hcvar_alpha=[0.1, 0.2"], "override hcvar_alpha: invalid YAML"),
         (["--set", "algorithm={a: 1, a: 2}"], "duplicate key 'a'"),
+        (["--ray-address", "127.0.0.1:1"], "--ray-address needs --engine flwr"),
+        (["--ray", "--engine", "flwr"], "--ray fans out in-process runs"),
+        (["--ray", "nowhere"], "--ray 'nowhere': expected a Ray head node's HOST:PORT"),
+        (["--ray", "127.0.0.1:1"], "--ray 127.0.0.1:1: no Ray cluster answers there"),
     ],
 )
 def test_bad_command_line_values_exit_2_naming_the_field(

@@ -6,11 +6,15 @@
   ids, bounded waits, the round counter) and :class:`AvailabilityError`;
 - :mod:`.oracles`: ``ram``, ``bernoulli``, ``markov``/``clustered``, ``cyclic``,
   ``trace``: thin wrappers over the laws that emulate availability;
-- :mod:`.traces`: reading and writing recorded traces;
+- :mod:`.nonstationary`: FedAWE's non-stationary Bernoulli law p_i^t = p_i f_i(t)
+  (``nonstationary``);
+- :mod:`.traces`: reading and writing recorded traces; :mod:`.fedscale`: FedScale's
+  client behaviour traces (wall-clock intervals) mapped to rounds;
 - :mod:`.connected`: the Deployment Engine's physical availability.
 """
 
 from fedram_flwr.availability.connected import ConnectedClientManager, ReportingProxy
+from fedram_flwr.availability.fedscale import fedscale_matrix, read_fedscale
 from fedram_flwr.availability.laws import (
     HiddenLaw,
     MarkovChains,
@@ -30,6 +34,14 @@ from fedram_flwr.availability.laws import (
     ram_relay,
 )
 from fedram_flwr.availability.manager import AvailabilityError, OracleClientManager
+from fedram_flwr.availability.nonstationary import (
+    DYNAMICS,
+    NonStationaryClientManager,
+    default_phi_max,
+    fedawe_base_p,
+    fedawe_f,
+    fedawe_phi,
+)
 from fedram_flwr.availability.oracles import (
     BernoulliClientManager,
     CyclicClientManager,
@@ -41,6 +53,7 @@ from fedram_flwr.availability.traces import read_trace, write_trace
 from fedram_flwr.protocol import PARTITION_ID
 
 __all__ = [
+    "DYNAMICS",
     "PARTITION_ID",
     "AvailabilityError",
     "BernoulliClientManager",
@@ -49,6 +62,7 @@ __all__ = [
     "HiddenLaw",
     "MarkovChains",
     "MarkovClientManager",
+    "NonStationaryClientManager",
     "OracleClientManager",
     "RandomAccessClientManager",
     "ReportingProxy",
@@ -59,14 +73,20 @@ __all__ = [
     "connected_sample",
     "contiguous_clusters",
     "cyclic_active",
+    "default_phi_max",
     "evenly_spread_phases",
     "fedar_spread",
+    "fedawe_base_p",
+    "fedawe_f",
+    "fedawe_phi",
+    "fedscale_matrix",
     "label_permutation",
     "markov_activation",
     "markov_lambda_min",
     "markov_step",
     "ram_probabilities",
     "ram_relay",
+    "read_fedscale",
     "read_trace",
     "write_trace",
 ]

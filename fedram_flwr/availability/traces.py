@@ -1,7 +1,9 @@
 """Recorded availability traces: a rounds x clients bool matrix on disk.
 
 Every run writes the one it saw (``availability.csv``); the ``trace`` oracle
-(:class:`~fedram_flwr.availability.oracles.TraceClientManager`) replays one.
+(:class:`~fedram_flwr.availability.oracles.TraceClientManager`) replays one. FedScale's
+client behaviour traces (wall-clock intervals, :mod:`.fedscale`) are read into the same
+matrix, one row per round of the run.
 """
 
 from __future__ import annotations
@@ -11,15 +13,45 @@ from pathlib import Path
 
 import numpy as np
 
+from fedram_flwr.availability.fedscale import fedscale_matrix, read_fedscale
 
-def read_trace(path: Path, num_clients: int) -> np.ndarray:
+
+def read_trace(
+    path: Path,
+    num_clients: int,
+    *,
+    round_duration: float | None = None,
+    num_rounds: int | None = None,
+    start_time: float = 0.0,
+    clients: tuple[int, ...] | None = None,
+) -> np.ndarray:
     """A recorded availability trace as a rounds x clients bool matrix. ``.csv``: one
     line per round, one 0/1 column per client (the ``availability.csv`` every run
-    writes); ``.json``: a list per round of the active partition ids. Errors name the
-    file, the round and the client."""
+    writes); ``.json``: a list per round of the active partition ids, or an object: a
+    FedScale client behaviour trace, read for rounds 1..``num_rounds`` of
+    ``round_duration`` seconds from ``start_time``, partition k following trace client
+    ``clients[k]`` (:mod:`.fedscale`). Errors name the file, the round and the client."""
     where = f"availability.params.path: {path}"
     if not path.is_file():
         raise ValueError(f"{where}: trace file not found")
+    if path.suffix == ".json":
+        traces = json.loads(path.read_text())
+        if isinstance(traces, dict):
+            if round_duration is None or num_rounds is None:
+                raise ValueError(
+                    f"availability.params.round_duration: {path} is a FedScale client "
+                    "behaviour trace (client id -> wall-clock intervals); give the seconds "
+                    "one round lasts"
+                )
+            behaviours = read_fedscale(path, traces, num_clients, clients)
+            return fedscale_matrix(behaviours, round_duration, num_rounds, start_time)
+    given = {"round_duration": round_duration, "clients": clients, "start_time": start_time}
+    for field, value in given.items():
+        if value not in (None, 0.0):
+            raise ValueError(
+                f"availability.params.{field}: applies to FedScale traces (a JSON object) "
+                f"only; {path} is a round x client trace"
+            )
     if path.suffix == ".csv":
         rows = [line.replace(" ", "").split(",") for line in path.read_text().splitlines()]
         rows = [r for r in rows if r != [""]]
@@ -43,7 +75,7 @@ def read_trace(path: Path, num_clients: int) -> np.ndarray:
             )
         matrix = matrix == "1"
     elif path.suffix == ".json":
-        rounds = json.loads(path.read_text())
+        rounds = traces
         if not isinstance(rounds, list) or not all(isinstance(r, list) for r in rounds):
             raise ValueError(f"{where}: expected a list (one per round) of lists of client ids")
         matrix = np.zeros((len(rounds), num_clients), dtype=bool)

@@ -33,10 +33,16 @@ from fedram_flwr.strategies.ca_fed import CAFedCore
 from fedram_flwr.strategies.fed_cvar_avg import FedCVaRAvgCore
 from fedram_flwr.strategies.fedar import FedARCore
 from fedram_flwr.strategies.fedavg import FedAvgCore
-from fedram_flwr.strategies.participation import FedAUCore, FedAvgISCore, FedAvgSampledCore
+from fedram_flwr.strategies.fedawe import FedAWECore
+from fedram_flwr.strategies.participation import (
+    FedAUCore,
+    FedAvgAllCore,
+    FedAvgISCore,
+    FedAvgSampledCore,
+)
 from fedram_flwr.strategies.rc_fl import RFedFairCore
 from fedram_flwr.strategies.scaffold import ScaffoldCore
-from fedram_flwr.strategies.stale_updates import FedVARPCore, MIFACore
+from fedram_flwr.strategies.stale_updates import FedStaleCore, FedVARPCore, MIFACore
 
 THETA_T = "(theta, t): theta's arrays, then t as a 1-element array (protocol.join_theta_t)"
 
@@ -109,6 +115,64 @@ class FedVARP(CoreMessageStrategy):
     """FedVARP: ``num_clients``, ``lr``, ``lr_decay``."""
 
     core_type = FedVARPCore
+
+
+class FedStale(CoreMessageStrategy):
+    """FedStale: ``num_clients``, ``lr``, ``lr_decay``, ``beta``."""
+
+    core_type = FedStaleCore
+
+
+class FedAvgAll(CoreMessageStrategy):
+    """FedAvg over all clients: ``num_clients``, ``lr``, ``lr_decay``."""
+
+    core_type = FedAvgAllCore
+
+
+class FedAWE(CoreMessageStrategy):
+    """FedAWE (Xiang et al. 2024, Alg. 1): ``num_clients``, ``lr``, ``lr_decay``,
+    ``server_lr``. Each node is sent its own x_i^t (``core.client_arrays``), by partition
+    id: the availability wrapper's, else asked once per node with the partition-id query
+    (``query_timeout`` seconds)."""
+
+    core_type = FedAWECore
+
+    def __init__(self, *, query_timeout: float = 60.0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.query_timeout = query_timeout
+        self.partition_of: dict[int, int] = {}  # node id -> partition id
+
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        sampled = list(super().configure_train(server_round, arrays, config, grid))
+        nodes = [m.metadata.dst_node_id for m in sampled]
+        if isinstance(grid, RoundView):
+            self.partition_of.update(grid.partition_of)
+        unknown = [n for n in nodes if n not in self.partition_of]
+        for reply in ask_partitions(grid, unknown, self.query_timeout):
+            self.partition_of[reply.metadata.src_node_id] = answer_of(reply)[0]
+        if missing := [n for n in nodes if n not in self.partition_of]:
+            raise RuntimeError(
+                f"FedAWE: node(s) {missing} gave no '{PARTITION_ID}' within "
+                f"{self.query_timeout} s (query_timeout); FedAWE sends each node its own "
+                'model: its ClientApp answers app.query("partition_id") (partition_id_query)'
+            )
+        records: dict[int, ArrayRecord] = {}  # tau -> its record, once per round
+        out = []
+        for msg in sampled:
+            pid = self.partition_of[msg.metadata.dst_node_id]
+            key = int(self.state.tau[pid])
+            if key not in records:
+                records[key] = ArrayRecord(self.core.client_arrays(self.state, pid))
+            content = RecordDict(
+                {
+                    self.arrayrecord_key: records[key],
+                    self.configrecord_key: msg.content[self.configrecord_key],
+                }
+            )
+            out.append(Message(content, msg.metadata.dst_node_id, MessageType.TRAIN))
+        return out
 
 
 class FedAvgIS(CoreMessageStrategy):

@@ -22,6 +22,7 @@ from fedram_flwr import strategies as st
 from fedram_flwr.clients import CAFedClient, CVaRClient, ERMClient, RCFLClient, ScaffoldClient
 from fedram_flwr.config import Scenario, ScenarioError
 from fedram_flwr.message_api import algorithms as ma
+from fedram_flwr.registry.algorithms_fedawe import FedAWEParams, FedStaleParams, ScheduledParams
 from fedram_flwr.registry.oracles import MARKOV
 from fedram_flwr.registry.specs import AlgorithmParams, AlgorithmSpec, Hidden, Run
 from fedram_flwr.schema import check_range
@@ -157,36 +158,6 @@ class F3ASTParams(AvailabilityAwareParams):
 
 
 # ---------------------------------------- FedAR and the stale-update baselines
-@dataclass(frozen=True)
-class ScheduledParams(AlgorithmParams):
-    """Shared by FedAR and its baselines: eta_t = training.lr * lr_decay^(t - 1) is the
-    clients' step size in round t and FedAR's (MIFA's, FedVARP's) server step size.
-    FedAR Sec. 6.1 gives only eta_0 = 0.1; lr_decay = 1 keeps it constant.
-    ``availability``: where the one baseline that weighs by p_i (FedAvg-IS) takes it
-    from, ``estimated`` online (CA-Fed's pi_hat) or ``oracle`` (the true p_i:
-    oracle-informed, as in FedAR's Sec. 6.1); shared so that one scenario can sweep
-    ``algorithm.name``. No other algorithm of this family reads p_i."""
-
-    lr_decay: float = 1.0
-    availability: Literal["estimated", "oracle"] = "estimated"
-
-    def check(self, scenario: Scenario) -> None:
-        check_range("algorithm.params.lr_decay", self.lr_decay, 0.0, 1.0, lo_open=True)
-
-    @property
-    def oracle_informed(self) -> bool:
-        return self.availability == "oracle"
-
-    def strategy_kwargs(self, run: Run, initial: NDArrays) -> dict[str, Any]:
-        """A VectorStrategy's: N = data.num_clients, eta_0 = training.lr."""
-        return {
-            "initial_arrays": initial,
-            "num_clients": run.scenario.data.num_clients,
-            "lr": run.scenario.training.lr,
-            "lr_decay": self.lr_decay,
-        }
-
-
 @dataclass(frozen=True)
 class FedARParams(ScheduledParams):
     """FedAR (eq. 6): rho, and the cut-off g(t) of Sec. 5, ``convex`` t0 + t / b (t0 > 0,
@@ -394,6 +365,9 @@ ALGORITHMS: dict[str, AlgorithmSpec[Any]] = {
         AlgorithmSpec("fedar", FedARParams, st.FedAR, ma.FedAR, ERMClient),
         AlgorithmSpec("mifa", ScheduledParams, st.MIFA, ma.MIFA, ERMClient),
         AlgorithmSpec("fedvarp", ScheduledParams, st.FedVARP, ma.FedVARP, ERMClient),
+        AlgorithmSpec("fedstale", FedStaleParams, st.FedStale, ma.FedStale, ERMClient),
+        AlgorithmSpec("fedavg-all", ScheduledParams, st.FedAvgAll, ma.FedAvgAll, ERMClient),
+        AlgorithmSpec("fedawe", FedAWEParams, st.FedAWE, ma.FedAWE, ERMClient),
         AlgorithmSpec(
             "fedavg-is", FedAvgISParams, st.FedAvgIS, ma.FedAvgIS, ERMClient, reads_hidden=PI
         ),

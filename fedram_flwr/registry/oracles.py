@@ -9,7 +9,6 @@ Checks never build a ClientManager; building happens in :mod:`fedram_flwr.experi
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -35,32 +34,11 @@ from fedram_flwr.availability import (
     read_trace,
 )
 from fedram_flwr.config import Scenario, ScenarioError
+from fedram_flwr.registry.checks import as_scenario_error, check_ids, check_length
+from fedram_flwr.registry.nonstationary import NonStationaryParams, build_nonstationary
 from fedram_flwr.registry.specs import Hidden, OracleParams, OracleSpec
 from fedram_flwr.rng import stream
 from fedram_flwr.schema import check_range
-
-
-def _as_scenario_error(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """``fn(*args, **kwargs)``, its ValueError (whose message names the field) a
-    ScenarioError."""
-    try:
-        return fn(*args, **kwargs)
-    except ValueError as err:
-        raise ScenarioError(str(err)) from None
-
-
-def _check_length(field: str, values: tuple | None, n: int, what: str) -> None:
-    if values is not None and len(values) != n:
-        raise ScenarioError(f"{field}: has {len(values)} entries, {what} is {n}")
-
-
-def _check_ids(field: str, values: tuple[int, ...] | None, n: int, what: str) -> None:
-    """Every entry of ``values`` in 0..n-1."""
-    bad = [i for i, v in enumerate(values or ()) if not 0 <= v < n]
-    if bad:
-        raise ScenarioError(
-            f"{field}[{bad[0]}]: {values[bad[0]]} is not {what}; allowed values: 0..{n - 1}"
-        )
 
 
 def _label_perm(scenario: Scenario, label_correlated: bool, pi: np.ndarray) -> np.ndarray:
@@ -124,7 +102,7 @@ def ram_rho(params: RAMParams, scenario: Scenario, seed: int) -> np.ndarray:
     if params.rho is not None:
         return np.asarray(params.rho, dtype=float)
     rng = stream("ram-rho", seed)
-    return _as_scenario_error(
+    return as_scenario_error(
         ram_probabilities,
         scenario.data.num_clients,
         scenario.data.num_rare_clients,
@@ -152,11 +130,9 @@ class BernoulliParams(OracleParams):
 
     def check(self, scenario: Scenario) -> None:
         check_range("availability.params.p_min", self.p_min, 0.0, 1.0)
-        _check_length(
-            "availability.params.p", self.p, scenario.data.num_clients, "data.num_clients"
-        )
+        check_length("availability.params.p", self.p, scenario.data.num_clients, "data.num_clients")
         p = self.law(scenario)
-        _as_scenario_error(check_markov_law, p, np.zeros_like(p), pi_field="availability.params.p")
+        as_scenario_error(check_markov_law, p, np.zeros_like(p), pi_field="availability.params.p")
 
     def law(self, scenario: Scenario) -> np.ndarray:
         """Each client's p, permuted by label when ``label_correlated``."""
@@ -199,9 +175,9 @@ class MarkovParams(OracleParams):
                 "(the paper's generator with g, nu, eps)"
             )
         k = scenario.data.num_clients
-        _check_length("availability.params.pi", self.pi, k, "data.num_clients")
-        _check_length("availability.params.lam", self.lam, k, "data.num_clients")
-        _as_scenario_error(check_markov_law, *self.law(scenario, 0))
+        check_length("availability.params.pi", self.pi, k, "data.num_clients")
+        check_length("availability.params.lam", self.lam, k, "data.num_clients")
+        as_scenario_error(check_markov_law, *self.law(scenario, 0))
 
     def law(self, scenario: Scenario, seed: int) -> tuple[np.ndarray, np.ndarray]:
         """Each client's (pi, lambda): the scenario's, or generated from ``markov-law``."""
@@ -241,14 +217,14 @@ class ClusteredParams(OracleParams):
                 "(the paper's clusters with g)"
             )
         c = self.num_clusters
-        _check_length("availability.params.cluster_of", self.cluster_of, k, "data.num_clients")
-        _check_length("availability.params.pi", self.pi, c, "availability.params.num_clusters")
-        _check_length("availability.params.lam", self.lam, c, "availability.params.num_clusters")
+        check_length("availability.params.cluster_of", self.cluster_of, k, "data.num_clients")
+        check_length("availability.params.pi", self.pi, c, "availability.params.num_clusters")
+        check_length("availability.params.lam", self.lam, c, "availability.params.num_clusters")
         pi, lam = self.law()
-        _as_scenario_error(
+        as_scenario_error(
             check_markov_law, np.asarray(pi, dtype=float), np.asarray(lam, dtype=float)
         )
-        _check_ids("availability.params.cluster_of", self.cluster_of, c, "a cluster")
+        check_ids("availability.params.cluster_of", self.cluster_of, c, "a cluster")
 
     def law(self) -> tuple[Any, Any]:
         """Each cluster's (pi, lambda)."""
@@ -283,7 +259,7 @@ class CyclicParams(OracleParams):
         check_range("availability.params.period", self.period, 1, None)
         check_range("availability.params.window", self.window, 1, self.period)
         k = scenario.data.num_clients
-        _check_length("availability.params.phase", self.phase, k, "data.num_clients")
+        check_length("availability.params.phase", self.phase, k, "data.num_clients")
         bad = [i for i, v in enumerate(self.phase or ()) if not 0 <= v < self.period]
         if bad:
             raise ScenarioError(
@@ -302,12 +278,26 @@ def build_cyclic(params: CyclicParams, scenario: Scenario, seed: int) -> OracleC
 class TraceParams(OracleParams):
     """Replay of a recorded trace (``path``): a round x client 0/1 CSV matrix (e.g. a
     run's ``availability.csv``) or JSON active ids per round. Past its last round:
-    ``past_end: error`` (checked at load against ``rounds``) or ``wrap``."""
+    ``past_end: error`` (checked at load against ``rounds``) or ``wrap``. A JSON object
+    is a FedScale client behaviour trace (:mod:`fedram_flwr.availability.fedscale`):
+    round r is available when start_time + (r - 1) ``round_duration`` seconds, modulo
+    the client's finish_time, lies in one of its active intervals; partition k follows
+    trace client ``clients[k]`` (default: the trace's ids in ascending order)."""
 
     path: str
     past_end: Literal["error", "wrap"] = "error"
+    round_duration: float | None = None
+    start_time: float = 0.0
+    clients: tuple[int, ...] | None = None
 
     def check(self, scenario: Scenario) -> None:
+        if self.round_duration is not None:
+            check_range(
+                "availability.params.round_duration", self.round_duration, 0.0, None, lo_open=True
+            )
+        check_range("availability.params.start_time", self.start_time, 0.0, None)
+        k = scenario.data.num_clients
+        check_length("availability.params.clients", self.clients, k, "data.num_clients")
         num_rounds = len(self.matrix(scenario))
         if self.past_end == "error" and scenario.rounds > num_rounds:
             raise ScenarioError(
@@ -317,9 +307,18 @@ class TraceParams(OracleParams):
             )
 
     def matrix(self, scenario: Scenario) -> np.ndarray:
-        """The trace as a rounds x clients bool matrix (its shape checked)."""
+        """The trace as a rounds x clients bool matrix (its shape checked); a FedScale
+        trace gives the run's ``rounds`` rows."""
         path = Path(self.path)  # absolute: the schema resolved it at load
-        return _as_scenario_error(read_trace, path, scenario.data.num_clients)
+        return as_scenario_error(
+            read_trace,
+            path,
+            scenario.data.num_clients,
+            round_duration=self.round_duration,
+            num_rounds=scenario.rounds,
+            start_time=self.start_time,
+            clients=self.clients,
+        )
 
 
 def build_trace(params: TraceParams, scenario: Scenario, seed: int) -> OracleClientManager:
@@ -375,6 +374,7 @@ ORACLES: dict[str, OracleSpec[Any]] = {
         OracleSpec("clustered", ClusteredParams, build_clustered, hidden=MARKOV),
         OracleSpec("cyclic", CyclicParams, build_cyclic),
         OracleSpec("trace", TraceParams, build_trace),
+        OracleSpec("nonstationary", NonStationaryParams, build_nonstationary),
         OracleSpec("connected", ConnectedParams, build_connected),
     )
 }

@@ -1,9 +1,9 @@
 """Same scenario, same seed, same final model: in-process legacy, in-process Message API,
 Simulation Engine Message API and Deployment Message API (issue 14, item 4).
 
-Five tiny scenarios (K=3 Gaussian clients of Fig. 2a, logistic regression, a few rounds
-of 5 local steps), one per algorithm the issue names, each under the availability its
-paper uses:
+Six tiny scenarios (K=3 Gaussian clients of Fig. 2a, logistic regression, a few rounds
+of 5 local steps), one per algorithm the issue names and FedAWE, each under the
+availability its paper uses:
 
 - Fed-CVaR-Avg under the RAM, one client relayed per round;
 - CA-Fed under two-state Markov chains, F_k* from each client's ``Context.state``
@@ -12,7 +12,9 @@ paper uses:
   every round, so SCAFFOLD's c_i in ``Context.state`` is read back; FedAR's cut-off drops
   stale updates;
 - rFedFair under Bernoulli availability with K=2 draws by p_i per round: the server
-  picks among the available nodes, and only the nodes it draws train.
+  picks among the available nodes, and only the nodes it draws train;
+- FedAWE under the same Bernoulli availability: per-node models in ``Context.state``
+  (in-process only, see :data:`FLOWER_CASES`).
 
 Tolerance: none. Every client's draws come from (seed, round, id), the Message-API
 client blocks run the legacy clients' own local fit on the same arrays, and both APIs'
@@ -20,8 +22,8 @@ strategies fold the replies in partition order through the same core with the sa
 float operations; so the final models must be equal bit for bit, also where several
 clients train per round (only q-FFL, on Flower's own ``QFedAvg``, differs in the last
 float bits: not among these). The in-process comparisons run in the fast suite; the
-Simulation and Deployment ones (marker ``flwr``) are one test per engine, their runs in
-parallel, and stop every process they start.
+Simulation and Deployment ones (marker ``flwr``) are one test per engine over
+:data:`FLOWER_CASES`, their runs in parallel, and stop every process they start.
 """
 
 from __future__ import annotations
@@ -64,16 +66,27 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {  # name -> (algorith
     ),
     "fedar": ({"name": "fedar", "params": {"t0": 1.0, "b": 4.0}}, BERNOULLI),
     "scaffold": ({"name": "scaffold", "params": {}}, BERNOULLI),
+    "fedawe": ({"name": "fedawe", "params": {"server_lr": 1.5}}, BERNOULLI),  # per-node models
     "rfedfair": (
         {"name": "rfedfair", "params": {"alpha": [0.5], "clients_per_round": 2}},
         BERNOULLI,
     ),
 }
 
+FLOWER_CASES = ["fed-cvar-avg", "ca-fed", "fedar", "scaffold", "rfedfair"]
+"""The cases run through Flower's engines: the five of issue 14, all at once. FedAWE is
+left out: a sixth parallel run made Ray's raylet miss its hard-coded 30 s start-up
+(Simulation) and filled the 24 GB of the loaded 2-core machine (Deployment) when two
+copies of the suite ran side by side. Its Message-API strategy is compared with the legacy
+one in-process only, so sending each node its own model over a real engine's grid is not
+checked here."""
 
-def write_scenarios(folder: Path) -> dict[str, Path]:
+
+def write_scenarios(folder: Path, names: list[str] | None = None) -> dict[str, Path]:
+    """The scenarios of the cases ``names`` (default: all) as YAML files in ``folder``."""
     paths = {}
-    for name, (algorithm, availability) in CASES.items():
+    for name in names or list(CASES):
+        algorithm, availability = CASES[name]
         raw = copy.deepcopy(TINY_GAUSSIAN)
         raw.update(
             name=f"message-{name}",
@@ -139,16 +152,21 @@ def test_rfedfair_and_ca_fed_cases_select(legacy_runs: dict[str, RunDirectory]) 
     assert 0 < np.count_nonzero(weights) < relayed_count, "CA-Fed excluded nobody"
 
 
+def test_flower_cases_are_the_five_of_issue_14() -> None:
+    """Not more runs at once through Flower's engines than the suite held under load."""
+    assert set(FLOWER_CASES) == set(CASES) - {"fedawe"}
+
+
 @pytest.mark.flwr
 @pytest.mark.parametrize("engine", ["simulation", "deployment"])
 def test_flower_engines_through_the_message_api_give_the_legacy_run(
     engine: str, legacy_runs: dict[str, RunDirectory], tmp_path: Path
 ) -> None:
-    """Every case through ``flwr run .`` with ``api = "message"`` (the ServerApp's
-    ``@app.main()``, the project's Message-API ClientApp; SuperNodes learn their
-    partition ids through the partition-id query), all runs in parallel."""
+    """Every case of :data:`FLOWER_CASES` through ``flwr run .`` with ``api = "message"``
+    (the ServerApp's ``@app.main()``, the project's Message-API ClientApp; SuperNodes
+    learn their partition ids through the partition-id query), all runs in parallel."""
     before = flower_processes()
-    paths = write_scenarios(tmp_path)
+    paths = write_scenarios(tmp_path, FLOWER_CASES)
     with ThreadPoolExecutor(max_workers=len(paths)) as pool:
         futures = {
             name: pool.submit(

@@ -30,6 +30,7 @@ TINY_ORACLE_PARAMS: dict[str, dict[str, Any]] = {
     "ram": {"rho": [0.5, 0.4, 0.1]},  # someone with pi >= 1/2 for more-available
     "clustered": {"num_clusters": 3},
     "trace": {"path": "trace.csv"},  # written by the test, relative to tmp_path
+    "nonstationary": {"p": [1.0, 0.5, 0.2], "dynamics": "stationary"},  # client 0 always in
 }
 
 

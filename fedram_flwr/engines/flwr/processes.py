@@ -161,21 +161,27 @@ class ProcessTracker:
             except OSError:
                 pass
 
-    def stop(self, grace: float = 5.0) -> list[ProcInfo]:
-        """SIGTERM, then SIGKILL after ``grace`` s, every process of the run; returns
-        the ones still alive afterwards (normally none)."""
-        self.scan()
-        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-            live = self.alive()
-            if not live:
-                break
-            self._signal(live, sig)
+    def stop(self, grace: float = 5.0, kill_wait: float = 5.0) -> list[ProcInfo]:
+        """SIGTERM every process of the run, SIGKILL those alive after ``grace`` s, then
+        wait up to ``kill_wait`` s for them to exit; returns the ones still alive
+        afterwards (normally none). A process found meanwhile (forked, or started with
+        the token, while we signalled) gets the signal of the phase it is found in."""
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, kill_wait)):
+            signalled: set[tuple[int, int]] = set()  # (pid, start)
             deadline = time.monotonic() + wait
-            while time.monotonic() < deadline:
-                self.scan()  # children forked while we were signalling
-                if not self.alive():
+            while True:
+                self.scan()
+                live = self.alive()
+                if not live:
+                    break
+                fresh = [p for p in live if (p.pid, p.start) not in signalled]
+                self._signal(fresh, sig)
+                signalled.update((p.pid, p.start) for p in fresh)
+                if time.monotonic() > deadline:
                     break
                 time.sleep(0.1)
+            if not live:
+                break
         return self.alive()
 
     def record(self, path: Path) -> None:

@@ -41,6 +41,7 @@ import tomli_w
 from fedram_flwr.app_config import run_api, scenario_from_run_config
 from fedram_flwr.config import Scenario
 from fedram_flwr.engines.flwr.errors import FlwrRunError, TimeLimitError
+from fedram_flwr.engines.flwr.ray_cluster import RAY_ADDRESS_ENV, check_reachable
 from fedram_flwr.engines.flwr.session import (
     APP_DIR,
     DEPLOYMENT_LATENCY_ENV,
@@ -53,6 +54,7 @@ from fedram_flwr.engines.flwr.signals import signals_ignored, signals_raise
 from fedram_flwr.engines.flwr.staging import check_app, stage_app
 from fedram_flwr.engines.flwr.tls import TlsFiles
 from fedram_flwr.outputs import RunDirectory
+from fedram_flwr.schema import ScenarioError
 
 __all__ = [
     "APP_DIR",
@@ -121,6 +123,7 @@ def run_with_flwr(
     kill_after: Mapping[int, int] | None = None,
     env: Mapping[str, str] | None = None,
     api: str = "message",
+    ray_address: str | None = None,
 ) -> RunDirectory:
     """Run (scenario, seed) on Flower's Simulation or Deployment Engine (``engine``)
     with ``flwr run .``; one SuperNode per client (``data.num_clients``), through
@@ -138,7 +141,10 @@ def run_with_flwr(
     project root itself. Deployment only: ``tls`` secures the SuperLink's APIs;
     ``kill_after`` {partition id: round} SIGKILLs that SuperNode once the round is
     recorded. ``env``: extra environment of every process started (e.g.
-    :data:`DEPLOYMENT_LATENCY_ENV`).
+    :data:`DEPLOYMENT_LATENCY_ENV`). ``ray_address`` (Simulation only): ``HOST:PORT`` of a
+    running Ray cluster's head node that the Simulation Engine's Ray backend joins
+    (``RAY_ADDRESS`` in its environment: Flower 1.39 passes no ``address`` to ``ray.init``)
+    instead of starting a Ray of its own; recorded in ``flwr-logs/timing.json``.
     A Simulation run whose Ray node times out during start-up (:data:`RAY_STARTUP_TIMEOUT`)
     is started again, up to :data:`RAY_STARTUP_RETRIES` times within ``timeout``; the
     failed attempt's logs are kept in ``flwr-logs-attempt<k>``.
@@ -153,6 +159,14 @@ def run_with_flwr(
     # Validate early, bypassing the cache: the file may have changed since.
     scenario = scenario_from_run_config.__wrapped__(str(path), overrides)
     check_options(engine, scenario.data.num_clients, tls, kill_after or {})  # before any file
+    if ray_address is not None:
+        if engine != "simulation":
+            raise ScenarioError(
+                "ray_address (--ray-address): only the simulation engine (--engine flwr) "
+                "runs on a Ray cluster"
+            )
+        check_reachable(ray_address, "ray_address (--ray-address)")
+        env = {**(env or {}), RAY_ADDRESS_ENV: ray_address}
     api = run_api(api)
     if timeout is None:
         limit = default_time_limit(scenario, engine)
@@ -245,6 +259,8 @@ def _run_once(
         env=env,
     )
     run.timing["engine"] = engine
+    if env and RAY_ADDRESS_ENV in env:
+        run.timing["ray-address"] = env[RAY_ADDRESS_ENV]
     error: BaseException | None = None
     try:
         with signals_raise(signal.SIGTERM, signal.SIGHUP):

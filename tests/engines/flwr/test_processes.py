@@ -3,14 +3,19 @@ starts die with the thread that started them (no Flower process is started here)
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
 import threading
 import uuid
 
-from fedram_flwr.engines.flwr.processes import ProcessTracker, die_with_parent
+from fedram_flwr.engines.flwr.processes import TOKEN_ENV, ProcessTracker, die_with_parent
 
+STUBBORN = (
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+    "print('ready', flush=True); time.sleep(120)"
+)
 FORKS = "import os, sys, time; pid = os.fork(); pid and print(pid, flush=True); time.sleep(120)"
 
 
@@ -49,3 +54,25 @@ def test_a_started_process_dies_with_the_thread_that_started_it() -> None:
         assert child.wait(timeout=60) == -signal.SIGKILL
     finally:
         child.kill()
+
+
+def test_stop_kills_a_process_of_the_token_that_ignores_sigterm() -> None:
+    """Found by its token alone (a session of its own, never given as a root), it gets
+    SIGTERM, then SIGKILL, and ``stop`` returns once it has exited."""
+    token = uuid.uuid4().hex
+    proc = subprocess.Popen(
+        [sys.executable, "-c", STUBBORN],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, TOKEN_ENV: token},
+        start_new_session=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        tracker = ProcessTracker(token)
+        assert tracker.stop(grace=0.5, kill_wait=60.0) == []
+        assert proc.wait(timeout=60) == -signal.SIGKILL
+        assert set(tracker.known) == {proc.pid}
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)

@@ -1,0 +1,76 @@
+"""The params of the FedAR family's schedule and of the algorithms the FedAWE paper
+(Xiang et al., NeurIPS 2024, Table 2) compares beyond those of FedAR's: FedStale and
+FedAvg over all clients (:data:`~fedram_flwr.registry.algorithms.ALGORITHMS` names
+them). Kept apart from ``algorithms.py`` to keep each module short."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from flwr.common import NDArrays
+
+from fedram_flwr.config import Scenario
+from fedram_flwr.registry.specs import AlgorithmParams, Run
+from fedram_flwr.schema import check_range
+
+
+@dataclass(frozen=True)
+class ScheduledParams(AlgorithmParams):
+    """Shared by FedAR and its baselines: eta_t = training.lr * lr_decay^(t - 1) is the
+    clients' step size in round t and FedAR's (MIFA's, FedVARP's) server step size.
+    FedAR Sec. 6.1 gives only eta_0 = 0.1; lr_decay = 1 keeps it constant.
+    ``availability``: where the one baseline that weighs by p_i (FedAvg-IS) takes it
+    from, ``estimated`` online (CA-Fed's pi_hat) or ``oracle`` (the true p_i:
+    oracle-informed, as in FedAR's Sec. 6.1); shared so that one scenario can sweep
+    ``algorithm.name``. No other algorithm of this family reads p_i."""
+
+    lr_decay: float = 1.0
+    availability: Literal["estimated", "oracle"] = "estimated"
+
+    def check(self, scenario: Scenario) -> None:
+        check_range("algorithm.params.lr_decay", self.lr_decay, 0.0, 1.0, lo_open=True)
+
+    @property
+    def oracle_informed(self) -> bool:
+        return self.availability == "oracle"
+
+    def strategy_kwargs(self, run: Run, initial: NDArrays) -> dict[str, Any]:
+        """A VectorStrategy's: N = data.num_clients, eta_0 = training.lr."""
+        return {
+            "initial_arrays": initial,
+            "num_clients": run.scenario.data.num_clients,
+            "lr": run.scenario.training.lr,
+            "lr_decay": self.lr_decay,
+        }
+
+
+@dataclass(frozen=True)
+class FedStaleParams(ScheduledParams):
+    """FedStale (Rodio and Neglia 2024): beta in [0, 1], the weight of the stale updates
+    (0: FedAvg over the participating clients, 1: FedVARP). The paper tunes beta to the
+    data and participation heterogeneity; 0.5 is midway."""
+
+    beta: float = 0.5
+
+    def check(self, scenario: Scenario) -> None:
+        super().check(scenario)
+        check_range("algorithm.params.beta", self.beta, 0.0, 1.0)
+
+    def strategy_kwargs(self, run: Run, initial: NDArrays) -> dict[str, Any]:
+        return {**super().strategy_kwargs(run, initial), "beta": self.beta}
+
+
+@dataclass(frozen=True)
+class FedAWEParams(ScheduledParams):
+    """FedAWE (Alg. 1): the global learning rate eta_g (App. J, Table 7: 1.0 on every
+    data set); eta_l is ``training.lr`` (x ``lr_decay``^(t-1))."""
+
+    server_lr: float = 1.0
+
+    def check(self, scenario: Scenario) -> None:
+        super().check(scenario)
+        check_range("algorithm.params.server_lr", self.server_lr, 0.0, None, lo_open=True)
+
+    def strategy_kwargs(self, run: Run, initial: NDArrays) -> dict[str, Any]:
+        return {**super().strategy_kwargs(run, initial), "server_lr": self.server_lr}

@@ -1,0 +1,143 @@
+"""FedAWE: M. Xiang, S. Ioannidis, E. Yeh, C. Joe-Wong, L. Su, "Efficient Federated
+Learning against Heterogeneous and Non-stationary Client Unavailability", NeurIPS 2024,
+Algorithm 1 (adaptive innovation echoing and implicit gossiping).
+
+Algorithm 1, with the paper's rounds t = 0, 1, ... as this project's rounds t + 1 (so
+the paper's tau_i(0) = -1 is ``tau = 0`` here and the echo factor t - tau_i(t) is the
+same number):
+
+- an available client starts its s local SGD steps from its own x_i^t (line 5), which is
+  the global model x^{tau_i(t)+1} it was sent at the end of its last available round
+  (lines 16-18, "implicit gossiping"), not the latest global model;
+- its innovation G_i^t = x_i^t - x_i^{(t,s)} (line 10) is echoed:
+  x_i^{t+} = x_i^t - eta_g (t - tau_i(t)) G_i^t (line 11), and tau_i(t+1) = t (line 12);
+- x^{t+1} = (1/|A^t|) sum_{i in A^t} x_i^{t+} (line 15); unavailable clients keep x_i and
+  tau_i (lines 19-21).
+
+Where the state lives. Flower's server contacts a client only at the start of a round,
+so it cannot multicast x^{t+1} at the end of round t (line 15-18) to the clients of
+round t: the equivalent formulation here keeps each client's tau_i (O(1) per client) on
+the server and sends client i, when it is next available, x^{tau_i+1}, the global model
+right after its last available round. The server keeps those models once per distinct
+tau_i among the clients (shared, dropped when no client refers to them): a handful when
+every client returns within a few rounds, at most min(N, rounds) model copies. The
+client does plain local SGD (``ERMClient``) and returns its model x_i^{(t,s)}; the echo
+(line 11) is computed on the server from it, which is the same arithmetic. A round
+nobody is available in leaves the model (|A^t| = 0: line 15 is undefined).
+
+Flower's Message API: ``FedAWE`` in :mod:`fedram_flwr.message_api` (same core).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from flwr.common import FitIns, GetPropertiesIns, Parameters, ndarrays_to_parameters
+from flwr.server.client_manager import ClientManager
+from flwr.server.client_proxy import ClientProxy
+
+from fedram_flwr.protocol import PARTITION_ID, Arrays, ClientReply
+from fedram_flwr.strategies.core import Outcome
+from fedram_flwr.strategies.vector import VectorCore, VectorStrategy, client_models
+
+
+# ------------------------------------------------------------------ pure functions
+def echoed(start: np.ndarray, local: np.ndarray, factor: float, server_lr: float) -> np.ndarray:
+    """Alg. 1 lines 10-11: x_i^{t+} = x_i^t - eta_g (t - tau_i(t)) G_i^t with
+    G_i^t = x_i^t - x_i^{(t,s)}; ``start`` = x_i^t, ``local`` = x_i^{(t,s)} (float64)."""
+    start64 = start.astype(np.float64)
+    return start64 - server_lr * factor * (start64 - local)
+
+
+def held_snapshots(snapshots: dict[int, np.ndarray], tau: np.ndarray) -> dict[int, np.ndarray]:
+    """The global models some client still starts from (keys: the distinct tau_i)."""
+    return {k: v for k, v in snapshots.items() if k in set(tau.tolist())}
+
+
+# ------------------------------------------------------------------------ core
+@dataclass(frozen=True)
+class FedAWEState:
+    """x^t (float32 vector), tau_i(t) per client (0: never available, the paper's -1) and
+    x^{tau+1} for each tau some client holds (``snapshots[tau]``; ``snapshots[0]`` = x^0)."""
+
+    w: np.ndarray
+    tau: np.ndarray
+    snapshots: dict[int, np.ndarray]
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class FedAWECore(VectorCore[FedAWEState]):
+    """FedAWE (Alg. 1): ``server_lr`` is eta_g; eta_l = ``lr`` (x ``lr_decay``^(t-1)) is
+    sent to the clients as their step size."""
+
+    server_lr: float = 1.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.server_lr <= 0.0:
+            raise ValueError(f"algorithm.params.server_lr: {self.server_lr} must be > 0")
+
+    def init(self, initial_arrays: Sequence[np.ndarray]) -> FedAWEState:
+        w = self.vector(initial_arrays)
+        return FedAWEState(w, np.zeros(self.num_clients, dtype=np.int64), {0: w})
+
+    def arrays(self, state: FedAWEState) -> Arrays:
+        return self.unflatten(state.w)
+
+    def client_arrays(self, state: FedAWEState, partition_id: int) -> Arrays:
+        """What client ``partition_id`` starts from: x_i^t = x^{tau_i+1} (lines 5, 18)."""
+        return self.unflatten(state.snapshots[int(state.tau[partition_id])])
+
+    def aggregate(
+        self, state: FedAWEState, server_round: int, replies: Sequence[ClientReply], elapsed: int
+    ) -> Outcome[FedAWEState]:
+        if not replies:
+            return Outcome(state, {}, aggregated=False)
+        acc = np.zeros(state.w.shape, dtype=np.float64)
+        factors = []
+        for i, local in client_models(replies, state.w):
+            factors.append(server_round - int(state.tau[i]))
+            acc += echoed(state.snapshots[int(state.tau[i])], local, factors[-1], self.server_lr)
+        w = (acc / len(replies)).astype(np.float32)  # line 15
+        tau = state.tau.copy()
+        tau[[r.partition_id for r in replies]] = server_round  # line 12
+        snapshots = held_snapshots({**state.snapshots, server_round: w}, tau)
+        return Outcome(
+            FedAWEState(w, tau, snapshots),
+            {"lr": self.eta(server_round), "mean-echo": float(np.mean(factors))},
+        )
+
+    def diagnostics(self, state: FedAWEState) -> dict[str, Any]:
+        return {"snapshots": len(state.snapshots)}
+
+
+# ---------------------------------------------------------------- Flower adapter
+class FedAWE(VectorStrategy):
+    """FedAWE over :class:`FedAWECore` (``server_lr``: eta_g). Each sampled client is
+    sent its own x_i^t (its partition id asked once with ``get_properties``)."""
+
+    core_type = FedAWECore
+
+    def __init__(self, *, server_lr: float = 1.0, **kwargs: Any) -> None:
+        super().__init__(core_kwargs={"server_lr": server_lr}, **kwargs)
+        self.partition_of: dict[str, int] = {}  # cid -> partition id
+
+    def configure_fit(
+        self, server_round: int, parameters: Parameters, client_manager: ClientManager
+    ) -> list[tuple[ClientProxy, FitIns]]:
+        pairs = super().configure_fit(server_round, parameters, client_manager)
+        sent: dict[int, Parameters] = {}  # tau -> its serialised model, once per round
+        out = []
+        for proxy, ins in pairs:
+            if proxy.cid not in self.partition_of:
+                res = proxy.get_properties(GetPropertiesIns(config={}), timeout=None, group_id=None)
+                self.partition_of[proxy.cid] = int(res.properties[PARTITION_ID])
+            pid = self.partition_of[proxy.cid]
+            key = int(self.state.tau[pid])
+            if key not in sent:
+                sent[key] = ndarrays_to_parameters(self.core.client_arrays(self.state, pid))
+            out.append((proxy, FitIns(sent[key], ins.config)))
+        return out
