@@ -123,6 +123,9 @@ def private_docker(root: Path) -> Iterator[PrivateDocker]:
     mounts are left, and delete ``root``."""
     root.mkdir(parents=True)
     log = root / "dockerd.log"
+    # SIGTERM (a CI job cancelled) becomes KeyboardInterrupt, so pytest runs every
+    # teardown below, as on Ctrl-C (the main thread only: pytest's).
+    previous = signal.signal(signal.SIGTERM, interrupt)
     with open(log, "w") as out:
         process = subprocess.Popen(
             ["dockerd", "--iptables=false", "--bridge=none", "--data-root", str(root / "data"),
@@ -146,6 +149,11 @@ def private_docker(root: Path) -> Iterator[PrivateDocker]:
                 docker.clear()
         finally:
             stop_daemon(docker)
+            signal.signal(signal.SIGTERM, previous)
+
+
+def interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def stop_daemon(docker: PrivateDocker) -> None:
@@ -167,14 +175,29 @@ def stop_daemon(docker: PrivateDocker) -> None:
     remove_tree(docker.root)
 
 
+def run_as_group(cmd: list[str], log: Path) -> None:
+    """Run ``cmd`` in a process group of its own; if it fails or this process is
+    interrupted, the whole group (debootstrap's dpkg and wget too) is killed."""
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        if proc.wait() != 0:
+            raise RuntimeError(f"{cmd[0]} exited {proc.returncode}:\n{log_tail(log)}")
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+
+
 def debootstrap_base(docker: PrivateDocker, work: Path, tag: str) -> None:
     """Debian bookworm (minbase, python3, venv, CA certificates) as image ``tag``."""
     rootfs = work / "rootfs"
     try:
-        subprocess.run(
+        run_as_group(
             ["debootstrap", "--variant=minbase", "--include=python3,python3-venv,ca-certificates",
-             "bookworm", str(rootfs), DEBIAN_MIRROR],
-            check=True, capture_output=True, text=True,
+             "bookworm", str(rootfs), DEBIAN_MIRROR], work / "debootstrap.log",
         )  # fmt: skip
         for point in sorted(mounts_under(rootfs), key=len, reverse=True):
             subprocess.run(["umount", "-l", point], check=True)
