@@ -61,6 +61,16 @@ def availability_from_rows(
     return out
 
 
+def realised_availability(rows: list[dict[str, Any]], num_clients: int) -> np.ndarray:
+    """Who was available in fact, rounds 1..R x clients (``availability.csv``): the
+    oracle's draw (``active``) minus the clients whose instruction failed (``failed``: a
+    SuperNode gone in a Deployment run), so the ``trace`` oracle replays the run's
+    participation (a deployment's physical availability becomes a simulation's)."""
+    return availability_from_rows(rows, num_clients) & ~availability_from_rows(
+        rows, num_clients, "failed"
+    )
+
+
 def summarise(rows: list[dict[str, Any]], tail_fraction: float = 0.2) -> dict[str, Any]:
     """Final and late-average evaluated metrics, relay counts and timing of a run."""
     evals = [r for r in rows if "accuracy" in r]
@@ -197,8 +207,8 @@ class RoundRecorder:
             np.savez(self.run_dir.path / "final_model.npz", *final_arrays())
             rows = self.run_dir.read_metrics()
             if self._num_clients:
-                active = availability_from_rows(rows, self._num_clients)
-                write_trace(self.run_dir.path / "availability.csv", active)
+                available = realised_availability(rows, self._num_clients)
+                write_trace(self.run_dir.path / "availability.csv", available)
             if self._weights:
                 self.write_weights()
             summary = summarise(rows)

@@ -13,6 +13,7 @@ from fedram_flwr.outputs import (
     RunDirectory,
     availability_from_rows,
     label_fields,
+    realised_availability,
     summarise,
     swept_values,
 )
@@ -101,3 +102,17 @@ def test_a_run_nobody_trained_warns_in_its_summary() -> None:
     empty = [{"round": r, "accuracy": 0.3} for r in range(3)]
     assert summarise(empty)["warnings"] == ["no client trained in any round"]
     assert "warnings" not in summarise([*empty, {"round": 3, "relayed": [1], "accuracy": 0.5}])
+
+
+def test_availability_csv_leaves_out_the_clients_whose_instruction_failed() -> None:
+    """availability.csv is who was available in fact: drawn, and not failed (a SuperNode
+    gone); the trace oracle replaying it then draws exactly the run's participants."""
+    rows = [
+        {"round": 0},
+        {"round": 1, "active": [0, 1, 2], "relayed": [0, 1, 2], "failed": []},
+        {"round": 2, "active": [0, 1, 2], "relayed": [0, 1], "failed": [2]},
+        {"round": 3, "active": [1], "relayed": [], "failed": [1]},
+        {"round": 4, "active": [0, 1], "relayed": [0]},  # no "failed": a row of old runs
+    ]
+    expected = np.array([[1, 1, 1], [1, 1, 0], [0, 0, 0], [1, 1, 0]], dtype=bool)
+    assert np.array_equal(realised_availability(rows, 3), expected)

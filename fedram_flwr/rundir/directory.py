@@ -6,8 +6,9 @@ A run directory holds ``scenario.yaml`` (resolved, with the seed), ``status.json
 error when the engine saw one; with the writer's ``pid``), ``metrics.jsonl`` (one row per
 round), ``summary.json``, ``fingerprint.json`` (:func:`scenario_fingerprint` of the
 resolved scenario and the :func:`code_version` that ran it), ``run.lock`` (see below),
-``availability.csv`` (the oracle's round x client 0/1 matrix, replayable with the
-``trace`` oracle), ``variant.json`` (the variant's label and swept fields, written by the
+``availability.csv`` (the round x client 0/1 matrix of who was available in fact: the
+oracle's draw minus clients whose instruction failed; replayable with the ``trace``
+oracle), ``variant.json`` (the variant's label and swept fields, written by the
 CLI), ``plot_inputs.npz`` (what one run's figures need beyond its metrics: the oracle's
 hidden law and, for 2-D data, the decision-boundary grid), ``weights.npy`` for strategies
 that weigh clients individually (rounds x clients float32: the aggregation weight q_k^(t)

@@ -5,8 +5,9 @@
    same final model as the in-process engine.
 2. Physical availability (oracle ``connected``): SuperNode 2 is SIGKILLed after round
    1 of 3. Round 2 records it as failed within the round timeout, round 3 no longer
-   selects it, and replaying the relayed clients in-process (``trace`` oracle) gives
-   the same final model: nothing the server had aggregated was lost.
+   selects it, and replaying the run's own ``availability.csv`` in-process (``trace``
+   oracle) gives the same relayed clients and the same final model: a deployment's
+   physical availability becomes a simulation's, and nothing aggregated was lost.
 
 3. SIGTERM to ``fedram run --engine deployment`` mid-run.
 4. A SuperNode that cannot bind its ClientAppIo port fails the run at once, named.
@@ -131,14 +132,15 @@ def test_killed_supernode_is_dropped_and_nothing_aggregated_is_lost(tmp_path: Pa
     # stretches every round, so a wall-clock bound would make this test flaky.
     assert "accuracy" in r3
 
-    # The same participation replayed in-process gives the same model.
-    trace = tmp_path / "relayed.json"
-    trace.write_text(json.dumps([r["relayed"] for r in (r1, r2, r3)]))
+    # The run's own availability.csv (physical availability: drawn and not failed),
+    # replayed in-process, gives the same participation and the same model.
+    trace = run.path / "availability.csv"
     replay = with_overrides(
         load_scenario(path),
         {"availability.oracle": "trace", "availability.params": {"path": str(trace)}},
     )
     local = run_in_process(replay, SEED, tmp_path / "replay")
+    assert [r["relayed"] for r in rounds(local)] == [r["relayed"] for r in (r1, r2, r3)]
     assert_same_model(run, local)
 
 
