@@ -38,7 +38,7 @@ from fedram_flwr.protocol import (
     split_theta_t,
 )
 from fedram_flwr.strategies.base import CoreStrategy
-from fedram_flwr.strategies.fedavg import FedAvgCore, ModelState
+from fedram_flwr.strategies.fedavg import ModelState, WeightedMeanCore
 
 __all__ = [
     "FedCVaRAvg",
@@ -51,7 +51,7 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class FedCVaRAvgCore(FedAvgCore):
+class FedCVaRAvgCore(WeightedMeanCore):
     """Fed-CVaR-Avg's server (Alg. 1): state (theta, t) packed as the broadcast arrays;
     adopts the relayed (theta, t) (an example-weighted average when the RAM relays
     m > 1), sends (alpha, gamma, eta_t). It never reads rho."""

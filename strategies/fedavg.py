@@ -4,7 +4,14 @@ The core (:class:`FedAvgCore`) averages the returned models weighted by the clie
 example counts, in partition-id order, with Flower's own float operations
 (:func:`weighted_mean_inplace` is ``flwr.server.strategy.aggregate.aggregate_inplace``
 op for op, :func:`weighted_average` is its ``aggregate``), so the aggregate is bitwise
-the same in every engine when m > 1. Fed-CVaR-Avg's core extends it.
+the same in every engine when m > 1. Fed-CVaR-Avg's core extends its base
+:class:`WeightedMeanCore` (no server learning rate).
+
+Server (global) learning rate eta_g (``server_lr``, default 1): as the FedAU (Wang and
+Ji, ICLR 2024) and FedAWE (Xiang et al., NeurIPS 2024) authors' code does for FedAvg, it
+scales the averaged update, x_{t+1} = x_t + eta_g (mean_k w_k - x_t)
+(:func:`server_step`). Flower's aggregation is kept as it is and the step wraps its
+result; with eta_g = 1 the mean is adopted unchanged, bit for bit as before.
 
 Flower's Message API: ``FedAvg`` in :mod:`fedram_flwr.message_api` (same core, same
 arguments; ``strategy.start(grid=..., initial_arrays=...)``).
@@ -23,7 +30,15 @@ from fedram_flwr.protocol import Arrays, ClientReply
 from fedram_flwr.strategies.base import CoreStrategy, client_id, in_partition_order
 from fedram_flwr.strategies.core import Core, Outcome
 
-__all__ = ["FedAvg", "FedAvgCore", "ModelState", "client_id", "in_partition_order"]
+__all__ = [
+    "FedAvg",
+    "FedAvgCore",
+    "ModelState",
+    "WeightedMeanCore",
+    "client_id",
+    "in_partition_order",
+    "server_step",
+]
 
 
 # ------------------------------------------------------------------ pure functions
@@ -56,6 +71,18 @@ def weighted_average(results: Sequence[tuple[Arrays, float]]) -> Arrays:
     return [reduce(np.add, layers) / total for layers in zip(*weighted, strict=True)]
 
 
+def server_step(previous: Sequence[np.ndarray], mean: Arrays, server_lr: float) -> Arrays:
+    """x_t + eta_g (mean - x_t), layer by layer in float64 and cast to the mean's dtype;
+    ``mean`` itself when eta_g = 1 (x_t + (mean - x_t) would round)."""
+    if server_lr == 1.0:
+        return list(mean)
+    out = []
+    for x, a in zip(previous, mean, strict=True):
+        x64 = np.asarray(x, dtype=np.float64)
+        out.append((x64 + server_lr * (np.asarray(a, dtype=np.float64) - x64)).astype(a.dtype))
+    return out
+
+
 # ------------------------------------------------------------------------ core
 @dataclass(frozen=True)
 class ModelState:
@@ -65,8 +92,9 @@ class ModelState:
 
 
 @dataclass(frozen=True)
-class FedAvgCore(Core[ModelState]):
-    """FedAvg: the example-weighted mean of the returned models; no reply, no step."""
+class WeightedMeanCore(Core[ModelState]):
+    """The example-weighted mean of the returned models, adopted as the new model; no
+    reply, no step."""
 
     def init(self, initial_arrays: Sequence[np.ndarray]) -> ModelState:
         return ModelState(list(initial_arrays))
@@ -85,12 +113,33 @@ class FedAvgCore(Core[ModelState]):
         return Outcome(ModelState(mean))
 
 
+@dataclass(frozen=True)
+class FedAvgCore(WeightedMeanCore):
+    """FedAvg: the example-weighted mean, then :func:`server_step` with eta_g =
+    ``server_lr`` (> 0; 1: the mean itself)."""
+
+    server_lr: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not self.server_lr > 0.0:
+            raise ValueError(f"algorithm.params.server_lr: {self.server_lr} must be > 0")
+
+    def aggregate(
+        self, state: ModelState, server_round: int, replies: Sequence[ClientReply], elapsed: int
+    ) -> Outcome[ModelState]:
+        out = super().aggregate(state, server_round, replies, elapsed)
+        if not out.aggregated or self.server_lr == 1.0:
+            return out
+        return Outcome(ModelState(server_step(state.arrays, out.state.arrays, self.server_lr)))
+
+
 # ---------------------------------------------------------------- Flower adapter
 class FedAvg(CoreStrategy):
     """Flower's ``FedAvg`` with results aggregated in partition-id order (clients that
-    report no partition id, e.g. a stock Flower app's, are summed first)."""
+    report no partition id, e.g. a stock Flower app's, are summed first); ``server_lr``:
+    eta_g (:func:`server_step`)."""
 
     needs_partition_id = False
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(FedAvgCore(), **kwargs)
+    def __init__(self, *, server_lr: float = 1.0, **kwargs: Any) -> None:
+        super().__init__(FedAvgCore(server_lr=server_lr), **kwargs)

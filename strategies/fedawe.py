@@ -73,12 +73,7 @@ class FedAWECore(VectorCore[FedAWEState]):
     """FedAWE (Alg. 1): ``server_lr`` is eta_g; eta_l = ``lr`` (x ``lr_decay``^(t-1)) is
     sent to the clients as their step size."""
 
-    server_lr: float = 1.0
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.server_lr <= 0.0:
-            raise ValueError(f"algorithm.params.server_lr: {self.server_lr} must be > 0")
+    server_lr: float = 1.0  # checked > 0 by VectorCore
 
     def init(self, initial_arrays: Sequence[np.ndarray]) -> FedAWEState:
         w = self.vector(initial_arrays)

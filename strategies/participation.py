@@ -4,9 +4,11 @@ paper's FedAvg over all clients.
 
 Every rule here is
 
-    w_{t+1} = w_t - (1/N) sum_{i in A(t)} omega_i (w_t - w_{t,K}^i)
+    w_{t+1} = w_t - eta_g (1/N) sum_{i in A(t)} omega_i (w_t - w_{t,K}^i)
 
-and they differ in omega_i:
+and they differ in omega_i. eta_g is the global learning rate (``server_lr``) of
+FedAvg-IS and FedAU, 1 by default and for the others: the FedAU and FedAWE authors'
+code gives every baseline one, applied to the aggregated update.
 
 - FedAvg(S): at most S of the available clients, drawn uniformly, omega_i = N / |S_t|
   (the mean of their models, FedAR eq. 3 over S_t);
@@ -26,7 +28,7 @@ and they differ in omega_i:
   without a cut-off by default (K = infinity; here: any K >= the number of rounds) and
   has K = 50 as its second variant, the registry's default. The weights are computed
   on the server from the participations it observes (they depend on nothing else), and
-  the global step size is 1.
+  the global step size is eta_g (1 in the paper's experiments).
 
 Flower's Message API: ``FedAvgIS``, ``FedAvgSampled``, ``FedAU``, ``FedAvgAll``
 in :mod:`fedram_flwr.message_api` (same core, same arguments).
@@ -52,13 +54,18 @@ from fedram_flwr.strategies.vector import VectorCore, VectorStrategy, client_mod
 
 # ------------------------------------------------------------------ pure functions
 def reweighted_step(
-    w: np.ndarray, client_models: Iterable[np.ndarray], weights: Sequence[float], num_clients: int
+    w: np.ndarray,
+    client_models: Iterable[np.ndarray],
+    weights: Sequence[float],
+    num_clients: int,
+    server_lr: float = 1.0,
 ) -> np.ndarray:
-    """w - (1/N) sum_i omega_i (w - w_i), accumulated in float64, one client at a time."""
+    """w - eta_g ((1/N) sum_i omega_i (w - w_i)), accumulated in float64, one client at a
+    time (eta_g = 1 multiplies exactly: the step is then w - (1/N) sum_i ...)."""
     acc = np.zeros(w.shape, dtype=np.float64)
     for model, omega in zip(client_models, weights, strict=True):
         acc += omega * (w - model)
-    return (w - acc / num_clients).astype(np.float32)
+    return (w - server_lr * (acc / num_clients)).astype(np.float32)
 
 
 def subsample(num_available: int, max_clients: int, seed: int, server_round: int) -> np.ndarray:
@@ -115,7 +122,8 @@ class ReweightedState:
 
 @dataclass(frozen=True, eq=False, kw_only=True)
 class ReweightedCore(VectorCore[ReweightedState]):
-    """Steps by :func:`reweighted_step` with the omega_i of :meth:`weights`."""
+    """Steps by :func:`reweighted_step` with the omega_i of :meth:`weights` and eta_g =
+    ``server_lr`` (exactly 1 unless a subclass declares it)."""
 
     def init(self, initial_arrays: Sequence[np.ndarray]) -> ReweightedState:
         return ReweightedState(self.vector(initial_arrays), self.init_estimator())
@@ -144,7 +152,7 @@ class ReweightedCore(VectorCore[ReweightedState]):
         if not active:  # nobody available: the estimator counts the round, w stays
             return Outcome(ReweightedState(state.w, estimator), {}, aggregated=False)
         models = (model for _, model in client_models(replies, state.w))
-        w = reweighted_step(state.w, models, omega, self.num_clients)
+        w = reweighted_step(state.w, models, omega, self.num_clients, self.server_lr)
         return Outcome(
             ReweightedState(w, estimator),
             {
@@ -168,9 +176,10 @@ class FedAvgISCore(ReweightedCore):
     """FedAvg-IS: omega_i = 1 / p_i with the oracle's ``known_p`` (oracle-informed) or,
     when it is ``None``, the estimate p_hat_i of round t, which counts round t itself
     (as CA-Fed's server does; rounds in which nobody was available count as rounds).
-    The estimator state is each client's count of rounds available."""
+    The estimator state is each client's count of rounds available. ``server_lr``: eta_g."""
 
     known_p: np.ndarray | None = None
+    server_lr: float = 1.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -218,9 +227,10 @@ class FedAvgSampledCore(ReweightedCore):
 class FedAUCore(ReweightedCore):
     """FedAU: omega_i of :func:`fedau_weights` from the rounds before t, then
     :func:`fedau_update` with round t; skipped rounds (nobody available) count as
-    rounds without participation. ``cutoff`` is the paper's K."""
+    rounds without participation. ``cutoff`` is the paper's K, ``server_lr`` eta_g."""
 
     cutoff: int
+    server_lr: float = 1.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -248,12 +258,15 @@ class FedAvgAll(VectorStrategy):
 
 
 class FedAvgIS(VectorStrategy):
-    """FedAvg-IS over :class:`FedAvgISCore` (``known_p``: the oracle's p_i, or None)."""
+    """FedAvg-IS over :class:`FedAvgISCore` (``known_p``: the oracle's p_i, or None;
+    ``server_lr``: eta_g)."""
 
     core_type = FedAvgISCore
 
-    def __init__(self, *, known_p: Sequence[float] | None = None, **kwargs: Any) -> None:
-        super().__init__(core_kwargs={"known_p": known_p}, **kwargs)
+    def __init__(
+        self, *, known_p: Sequence[float] | None = None, server_lr: float = 1.0, **kwargs: Any
+    ) -> None:
+        super().__init__(core_kwargs={"known_p": known_p, "server_lr": server_lr}, **kwargs)
 
 
 class FedAvgSampled(VectorStrategy):
@@ -273,9 +286,9 @@ class FedAvgSampled(VectorStrategy):
 
 
 class FedAU(VectorStrategy):
-    """FedAU over :class:`FedAUCore`."""
+    """FedAU over :class:`FedAUCore` (``cutoff``: K; ``server_lr``: eta_g)."""
 
     core_type = FedAUCore
 
-    def __init__(self, *, cutoff: int, **kwargs: Any) -> None:
-        super().__init__(core_kwargs={"cutoff": cutoff}, **kwargs)
+    def __init__(self, *, cutoff: int, server_lr: float = 1.0, **kwargs: Any) -> None:
+        super().__init__(core_kwargs={"cutoff": cutoff, "server_lr": server_lr}, **kwargs)

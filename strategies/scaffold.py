@@ -82,12 +82,7 @@ class ScaffoldCore(VectorCore[ScaffoldState]):
     """SCAFFOLD (Alg. 1, option II): broadcasts (x, c) (c = 0 at first), steps by
     :func:`scaffold_server_update`; ``server_lr`` is eta_g. Pairs with ScaffoldClient."""
 
-    server_lr: float = 1.0
-
-    def __post_init__(self) -> None:
-        if self.server_lr <= 0.0:
-            raise ValueError(f"algorithm.params.server_lr: {self.server_lr} must be > 0")
-        super().__post_init__()
+    server_lr: float = 1.0  # checked > 0 by VectorCore
 
     def init(self, initial_arrays: Sequence[np.ndarray]) -> ScaffoldState:
         x = self.vector(initial_arrays)

@@ -12,7 +12,10 @@ The server keeps every client's latest update G_i (FedAR eq. 4; MIFA's G_i, FedV
 y_i) in :class:`UpdateMemory`: one preallocated float32 (N x d) array whose rows are
 overwritten in place, never copied, plus the running sum of its rows and the
 inactivity counters tau (FedAR eq. 5). G_i = (w_t - w_{t,K}^i) / eta_t, so every
-rule steps w_{t+1} = w_t - eta_t v_t with its own direction v_t:
+rule steps w_{t+1} = w_t - eta_g eta_t v_t with its own direction v_t (eta_g: the
+global learning rate ``server_lr`` of MIFA and FedVARP, 1 by default and for FedAR and
+FedStale; the FedAU and FedAWE authors' code gives both baselines one, applied to the
+aggregated update eta_t v_t):
 
     MIFA:     v_t = (1/N) sum_i G_i                                      (all N clients)
     FedVARP:  v_t = (1/N) sum_i y_i + (1/|A(t)|) sum_{i in A(t)} (G_i - y_i)   (y: before t)
@@ -123,7 +126,9 @@ class MemoryState:
 @dataclass(frozen=True, eq=False, kw_only=True)
 class MemoryCore(VectorCore[MemoryState]):
     """Stores the round's updates in the memory (eq. 4, 5), then steps
-    w <- w - eta_t v_t along :meth:`direction` (no step when it is ``None``)."""
+    w <- w - (eta_g eta_t) v_t along :meth:`direction` (no step when it is ``None``);
+    eta_g = ``server_lr`` is exactly 1 unless a subclass declares it, and 1 * eta_t is
+    eta_t exactly, so the step is then bit for bit w - eta_t v_t."""
 
     def init(self, initial_arrays: Sequence[np.ndarray]) -> MemoryState:
         w = self.vector(initial_arrays)
@@ -152,7 +157,7 @@ class MemoryCore(VectorCore[MemoryState]):
         w = state.w
         if v is not None:
             w = w.copy()
-            w -= eta * v
+            w -= (self.server_lr * eta) * v
         return Outcome(
             MemoryState(w, memory),
             {"lr": eta, "seen": int(memory.seen.sum()), **diagnostics},
@@ -163,7 +168,9 @@ class MemoryCore(VectorCore[MemoryState]):
 @dataclass(frozen=True, eq=False, kw_only=True)
 class MIFACore(MemoryCore):
     """MIFA (Gu et al. 2021, Alg. 1): equal weight 1/N to every client's latest update,
-    from the running aggregate (updated by the changed rows only)."""
+    from the running aggregate (updated by the changed rows only); ``server_lr``: eta_g."""
+
+    server_lr: float = 1.0
 
     def direction(self, server_round, memory, active, total_before):
         return mifa_direction(memory.total, self.num_clients), {}
@@ -171,9 +178,12 @@ class MIFACore(MemoryCore):
 
 @dataclass(frozen=True, eq=False, kw_only=True)
 class FedVARPCore(MemoryCore):
-    """FedVARP (Jhunjhunwala et al. 2022, Alg. 1, server learning rate 1): the memory
-    mean corrected by the fresh updates of the available clients (|S| = |A(t)|); no
-    step in a round without them (the authors' code skips it)."""
+    """FedVARP (Jhunjhunwala et al. 2022, Alg. 1, server learning rate ``server_lr``,
+    eta_g, 1 by default): the memory mean corrected by the fresh updates of the
+    available clients (|S| = |A(t)|); no step in a round without them (the authors'
+    code skips it)."""
+
+    server_lr: float = 1.0
 
     def direction(self, server_round, memory, active, total_before):
         if not active:
@@ -206,15 +216,21 @@ class FedStaleCore(MemoryCore):
 
 
 class MIFA(VectorStrategy):
-    """MIFA over :class:`MIFACore`."""
+    """MIFA over :class:`MIFACore` (``server_lr``: eta_g)."""
 
     core_type = MIFACore
 
+    def __init__(self, *, server_lr: float = 1.0, **kwargs: Any) -> None:
+        super().__init__(core_kwargs={"server_lr": server_lr}, **kwargs)
+
 
 class FedVARP(VectorStrategy):
-    """FedVARP over :class:`FedVARPCore`."""
+    """FedVARP over :class:`FedVARPCore` (``server_lr``: eta_g)."""
 
     core_type = FedVARPCore
+
+    def __init__(self, *, server_lr: float = 1.0, **kwargs: Any) -> None:
+        super().__init__(core_kwargs={"server_lr": server_lr}, **kwargs)
 
 
 class FedStale(VectorStrategy):

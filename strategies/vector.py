@@ -57,18 +57,27 @@ def client_models(
 @dataclass(frozen=True, eq=False, kw_only=True)
 class VectorCore(Core[S]):
     """Shared by the vector cores: N = ``num_clients``, eta_t sent as the fit config's
-    ``lr``; ``like`` (set by :meth:`init`) gives the model's shapes and dtypes."""
+    ``lr``; ``like`` (set by :meth:`init`) gives the model's shapes and dtypes.
+
+    ``server_lr`` is the global learning rate eta_g, x_{t+1} = x_t + eta_g d_t with d_t
+    the rule's own step: here a class attribute fixed at 1 (no server step size), a
+    field (checked > 0 here) in the cores that take one: MIFA, FedVARP, FedAvg-IS,
+    FedAU (as the FedAU and FedAWE authors' code gives every baseline), FedAWE and
+    SCAFFOLD."""
 
     num_clients: int
     lr: float
     lr_decay: float = 1.0
     like: tuple[np.ndarray, ...] = field(default=(), repr=False)
+    server_lr = 1.0  # not a field here (no annotation): see the docstring
 
     def __post_init__(self) -> None:
         if self.num_clients < 1:
             raise ValueError(f"num_clients: {self.num_clients} must be >= 1")
         if self.lr <= 0.0 or not 0.0 < self.lr_decay <= 1.0:
             raise ValueError(f"lr {self.lr} must be > 0 and lr_decay {self.lr_decay} in (0, 1]")
+        if not self.server_lr > 0.0:
+            raise ValueError(f"algorithm.params.server_lr: {self.server_lr} must be > 0")
 
     def for_model(self, initial_arrays: Sequence[np.ndarray]) -> VectorCore[S]:
         return replace(self, like=tuple(np.asarray(a) for a in initial_arrays))

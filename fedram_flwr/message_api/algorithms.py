@@ -49,7 +49,8 @@ THETA_T = "(theta, t): theta's arrays, then t as a 1-element array (protocol.joi
 
 # ------------------------------------------------------------- FedAvg, Fed-CVaR-Avg
 class FedAvg(CoreMessageStrategy):
-    """FedAvg in partition-id order (replies without a partition id are summed first)."""
+    """FedAvg in partition-id order (replies without a partition id are summed first);
+    ``server_lr``: eta_g on the averaged update (1: the mean itself)."""
 
     core_type = FedAvgCore
     needs_partition_id = False
@@ -106,13 +107,14 @@ class FedAR(CoreMessageStrategy):
 
 
 class MIFA(CoreMessageStrategy):
-    """MIFA: ``num_clients``, ``lr``, ``lr_decay``; steps from memory in an empty round."""
+    """MIFA: ``num_clients``, ``lr``, ``lr_decay``, ``server_lr``; steps from memory in an
+    empty round."""
 
     core_type = MIFACore
 
 
 class FedVARP(CoreMessageStrategy):
-    """FedVARP: ``num_clients``, ``lr``, ``lr_decay``."""
+    """FedVARP: ``num_clients``, ``lr``, ``lr_decay``, ``server_lr``."""
 
     core_type = FedVARPCore
 
@@ -176,7 +178,7 @@ class FedAWE(CoreMessageStrategy):
 
 
 class FedAvgIS(CoreMessageStrategy):
-    """FedAvg-IS: ``num_clients``, ``lr``, ``lr_decay``, ``known_p``."""
+    """FedAvg-IS: ``num_clients``, ``lr``, ``lr_decay``, ``known_p``, ``server_lr``."""
 
     core_type = FedAvgISCore
 
@@ -202,7 +204,7 @@ class FedAvgSampled(CoreMessageStrategy):
 
 
 class FedAU(CoreMessageStrategy):
-    """FedAU: ``num_clients``, ``lr``, ``lr_decay``, ``cutoff``."""
+    """FedAU: ``num_clients``, ``lr``, ``lr_decay``, ``cutoff``, ``server_lr``."""
 
     core_type = FedAUCore
 

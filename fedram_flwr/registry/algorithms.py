@@ -22,7 +22,13 @@ from fedram_flwr import strategies as st
 from fedram_flwr.clients import CAFedClient, CVaRClient, ERMClient, RCFLClient, ScaffoldClient
 from fedram_flwr.config import Scenario, ScenarioError
 from fedram_flwr.message_api import algorithms as ma
-from fedram_flwr.registry.algorithms_fedawe import FedAWEParams, FedStaleParams, ScheduledParams
+from fedram_flwr.registry.algorithms_fedawe import (
+    FedAWEParams,
+    FedStaleParams,
+    ScheduledParams,
+    ServerLRParams,
+    check_server_lr,
+)
 from fedram_flwr.registry.oracles import MARKOV
 from fedram_flwr.registry.specs import AlgorithmParams, AlgorithmSpec, Hidden, Run
 from fedram_flwr.schema import check_range
@@ -39,10 +45,16 @@ def client_shares(run: Run) -> np.ndarray:
 # -------------------------------------------------------- FedAvg, Fed-CVaR-Avg
 @dataclass(frozen=True)
 class FedAvgParams(AlgorithmParams):
-    """FedAvg takes no parameters beyond ``training``."""
+    """FedAvg: the global learning rate eta_g on the averaged update (> 0; 1, the
+    default: the mean itself, McMahan et al.; the FedAU and FedAWE authors' code has it)."""
+
+    server_lr: float = 1.0
+
+    def check(self, scenario: Scenario) -> None:
+        check_server_lr(self.server_lr)
 
     def strategy_kwargs(self, run: Run, initial: NDArrays) -> dict[str, Any]:
-        return {"initial_arrays": initial}
+        return {"initial_arrays": initial, "server_lr": self.server_lr}
 
 
 @dataclass(frozen=True)
@@ -186,9 +198,10 @@ class FedARParams(ScheduledParams):
 
 
 @dataclass(frozen=True)
-class FedAvgISParams(ScheduledParams):
+class FedAvgISParams(ServerLRParams):
     """FedAvg-IS weighs each available client by 1 / p_i: the oracle's hidden p_i only
-    with ``availability: oracle`` (the opt-in), else CA-Fed's estimate."""
+    with ``availability: oracle`` (the opt-in), else CA-Fed's estimate; eta_g
+    ``server_lr``."""
 
     def strategy_kwargs(self, run: Run, initial: NDArrays) -> dict[str, Any]:
         known_p = run.availability_law() if self.oracle_informed else None
@@ -212,10 +225,11 @@ class FedAvgSampledParams(ScheduledParams):
 
 
 @dataclass(frozen=True)
-class FedAUParams(ScheduledParams):
+class FedAUParams(ServerLRParams):
     """FedAU: the cut-off K of the participation intervals. Default 50, the second
     variant of Wang & Ji's code; their code's default is no cut-off, which a K at least
-    the number of rounds gives (an interval is never cut before it ends)."""
+    the number of rounds gives (an interval is never cut before it ends); eta_g
+    ``server_lr``."""
 
     cutoff: int = 50
 
@@ -228,17 +242,8 @@ class FedAUParams(ScheduledParams):
 
 
 @dataclass(frozen=True)
-class ScaffoldParams(ScheduledParams):
+class ScaffoldParams(ServerLRParams):
     """SCAFFOLD: the global step size eta_g (Karimireddy et al., Alg. 1)."""
-
-    server_lr: float = 1.0
-
-    def check(self, scenario: Scenario) -> None:
-        super().check(scenario)
-        check_range("algorithm.params.server_lr", self.server_lr, 0.0, None, lo_open=True)
-
-    def strategy_kwargs(self, run: Run, initial: NDArrays) -> dict[str, Any]:
-        return {**super().strategy_kwargs(run, initial), "server_lr": self.server_lr}
 
 
 # ------------------------------------------------ RC-FL (rFedFair), AFL, q-FFL
@@ -363,8 +368,8 @@ ALGORITHMS: dict[str, AlgorithmSpec[Any]] = {
         AlgorithmSpec("f3ast", F3ASTParams, st.F3AST, ma.F3AST, ERMClient, reads_hidden=PI),
         # FedAR (Jiang et al. 2024) and its baselines
         AlgorithmSpec("fedar", FedARParams, st.FedAR, ma.FedAR, ERMClient),
-        AlgorithmSpec("mifa", ScheduledParams, st.MIFA, ma.MIFA, ERMClient),
-        AlgorithmSpec("fedvarp", ScheduledParams, st.FedVARP, ma.FedVARP, ERMClient),
+        AlgorithmSpec("mifa", ServerLRParams, st.MIFA, ma.MIFA, ERMClient),
+        AlgorithmSpec("fedvarp", ServerLRParams, st.FedVARP, ma.FedVARP, ERMClient),
         AlgorithmSpec("fedstale", FedStaleParams, st.FedStale, ma.FedStale, ERMClient),
         AlgorithmSpec("fedavg-all", ScheduledParams, st.FedAvgAll, ma.FedAvgAll, ERMClient),
         AlgorithmSpec("fedawe", FedAWEParams, st.FedAWE, ma.FedAWE, ERMClient),

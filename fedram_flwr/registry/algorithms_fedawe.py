@@ -1,7 +1,8 @@
 """The params of the FedAR family's schedule and of the algorithms the FedAWE paper
 (Xiang et al., NeurIPS 2024, Table 2) compares beyond those of FedAR's: FedStale and
 FedAvg over all clients (:data:`~fedram_flwr.registry.algorithms.ALGORITHMS` names
-them). Kept apart from ``algorithms.py`` to keep each module short."""
+them), and :class:`ServerLRParams`, the schedule plus a global learning rate eta_g.
+Kept apart from ``algorithms.py`` to keep each module short."""
 
 from __future__ import annotations
 
@@ -45,6 +46,28 @@ class ScheduledParams(AlgorithmParams):
         }
 
 
+def check_server_lr(value: float) -> None:
+    """``algorithm.params.server_lr`` (eta_g) must be > 0."""
+    check_range("algorithm.params.server_lr", value, 0.0, None, lo_open=True)
+
+
+@dataclass(frozen=True)
+class ServerLRParams(ScheduledParams):
+    """The schedule and the global (server) learning rate eta_g, x_{t+1} = x_t + eta_g
+    d_t with d_t the algorithm's aggregated update (MIFA, FedVARP, FedAvg-IS, FedAU,
+    SCAFFOLD, FedAWE; the FedAU and FedAWE authors' code gives every baseline one). The
+    default 1 leaves each algorithm as its paper states it, bit for bit."""
+
+    server_lr: float = 1.0
+
+    def check(self, scenario: Scenario) -> None:
+        super().check(scenario)
+        check_server_lr(self.server_lr)
+
+    def strategy_kwargs(self, run: Run, initial: NDArrays) -> dict[str, Any]:
+        return {**super().strategy_kwargs(run, initial), "server_lr": self.server_lr}
+
+
 @dataclass(frozen=True)
 class FedStaleParams(ScheduledParams):
     """FedStale (Rodio and Neglia 2024): beta in [0, 1], the weight of the stale updates
@@ -62,15 +85,6 @@ class FedStaleParams(ScheduledParams):
 
 
 @dataclass(frozen=True)
-class FedAWEParams(ScheduledParams):
+class FedAWEParams(ServerLRParams):
     """FedAWE (Alg. 1): the global learning rate eta_g (App. J, Table 7: 1.0 on every
     data set); eta_l is ``training.lr`` (x ``lr_decay``^(t-1))."""
-
-    server_lr: float = 1.0
-
-    def check(self, scenario: Scenario) -> None:
-        super().check(scenario)
-        check_range("algorithm.params.server_lr", self.server_lr, 0.0, None, lo_open=True)
-
-    def strategy_kwargs(self, run: Run, initial: NDArrays) -> dict[str, Any]:
-        return {**super().strategy_kwargs(run, initial), "server_lr": self.server_lr}
