@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -35,9 +36,12 @@ SIZES = {0: 16, 1: 16}  # partition id -> m_i (equal: rFedFair's alpha = 0.5 nee
 ROUNDS = [[1, 0], [], [0], [1, 0]]  # who replies in each round, in arrival order
 
 
-def message_twin(name: str) -> message_api.CoreMessageStrategy:
-    """The Message-API strategy of the legacy ``STRATEGIES[name]``, same arguments."""
-    make = STRATEGIES[name]
+# The algorithms given a server learning rate eta_g (issue 17), each with one != 1.
+SERVER_LR = {"fedavg": 0.5, "mifa": 2.0, "fedvarp": 0.5, "fedavg-is": 2.0, "fedau": 0.5}
+
+
+def message_twin(make: partial) -> message_api.CoreMessageStrategy:
+    """The Message-API strategy of the legacy ``make``, same arguments."""
     return getattr(message_api, make.func.__name__)(**make.keywords)
 
 
@@ -104,8 +108,21 @@ def test_the_signature_shows_the_legacy_hyper_parameters_and_flowers(name: str) 
 
 @pytest.mark.parametrize("name", sorted(set(STRATEGIES) - {"qffl"}))
 def test_the_same_replies_give_the_same_state_as_the_legacy_strategy(name: str) -> None:
-    legacy = STRATEGIES[name](initial_arrays=MODEL)
-    strategy = message_twin(name)
+    assert_agree(name, STRATEGIES[name])
+
+
+@pytest.mark.parametrize("name", sorted(SERVER_LR))
+def test_a_server_learning_rate_gives_the_same_state_in_both_apis(name: str) -> None:
+    make = partial(STRATEGIES[name], server_lr=SERVER_LR[name])
+    assert message_twin(make).core.server_lr == SERVER_LR[name]
+    assert_agree(name, make)
+
+
+def assert_agree(name: str, make: partial) -> None:
+    """The legacy ``make`` and its Message-API twin, fed the same replies over
+    ``ROUNDS``, hold the same state, model, metrics and diagnostics bit for bit."""
+    legacy = make(initial_arrays=MODEL)
+    strategy = message_twin(make)
     grid = StubGrid({node: properties for node in NODES})
     arrays = ArrayRecord(MODEL)
     for rnd, repliers in enumerate(ROUNDS, start=1):

@@ -201,3 +201,31 @@ def test_the_message_api_strategy_has_the_legacy_hyper_parameters(
             assert [a(t) for t in range(1, 30)] == [b(t) for t in range(1, 30)], field.name
         else:
             assert a == b, field.name
+
+
+# ------------------------------------------- the server learning rate eta_g (issue 17)
+SERVER_LR_ALGORITHMS = ("fedavg", "mifa", "fedvarp", "fedavg-is", "fedau")
+
+
+@pytest.mark.parametrize("algorithm", SERVER_LR_ALGORITHMS)
+def test_server_lr_one_is_the_default_bit_for_bit(algorithm: str, tmp_path: Path) -> None:
+    """Three rounds of the tiny scenario without the key and with server_lr: 1.0 give the
+    same final arrays bit for bit; server_lr: 0.5 reaches the strategy (another model)."""
+    finals = []
+    for extra in ({}, {"server_lr": 1.0}, {"server_lr": 0.5}):
+        raw = tiny(algorithm, "markov", False, tmp_path)
+        raw.update(rounds=3)
+        raw["algorithm"]["params"].update(extra)
+        finals.append(run_rounds(Experiment(scenario_from_dict(raw), 0))[0])
+    default, one, half = finals
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(default, one, strict=True))
+    assert any(not np.array_equal(a, b) for a, b in zip(default, half, strict=True))
+
+
+@pytest.mark.parametrize("algorithm", SERVER_LR_ALGORITHMS)
+@pytest.mark.parametrize("bad", [0.0, -0.5])
+def test_a_bad_server_lr_names_the_field(algorithm: str, bad: float, tmp_path: Path) -> None:
+    raw = tiny(algorithm, "markov", False, tmp_path)
+    raw["algorithm"]["params"]["server_lr"] = bad
+    msg = scenario_error(raw)
+    assert "algorithm.params.server_lr" in msg and "(0, " in msg, msg

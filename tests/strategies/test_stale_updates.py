@@ -1,6 +1,7 @@
 """FedStale (strategies/stale_updates.py): its direction by hand, its core over two
 rounds by hand, and its two ends: beta = 1 is FedVARP bit for bit, beta = 0 is FedAvg
-over the participating clients. (MIFA's and FedVARP's tests: test_fedar.py.)"""
+over the participating clients; MIFA and FedVARP with a server learning rate by hand
+(their other tests: test_fedar.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,12 @@ import numpy as np
 import pytest
 
 from fedram_flwr.strategies.fedavg import FedAvgCore
-from fedram_flwr.strategies.stale_updates import FedStaleCore, FedVARPCore, fedstale_direction
+from fedram_flwr.strategies.stale_updates import (
+    FedStaleCore,
+    FedVARPCore,
+    MIFACore,
+    fedstale_direction,
+)
 from tests.helpers import TINY_GAUSSIAN, scenario_error, vector_reply
 
 DIM = 3
@@ -102,3 +108,47 @@ def test_a_bad_beta_is_named() -> None:
     assert "algorithm.params.beta" in scenario_error(raw)
     with pytest.raises(ValueError, match="beta"):
         core(FedStaleCore, beta=-0.1)
+
+
+# ------------------------------------------- the server learning rate eta_g (issue 17)
+def test_mifa_with_a_server_learning_rate_by_hand() -> None:
+    """N = 3, eta = 0.5, w_1 = 0: w <- w - (eta_g eta) v, v = (1/N) sum_i G_i."""
+    c = core(MIFACore, server_lr=0.5)
+    state = c.init([np.zeros(DIM, np.float32)])
+    # Round 1: clients 0 and 1 return -1 and -2: G = (2, 4, 0), v = 2; w = -0.25 * 2.
+    replies = [vector_reply(0, -np.ones(DIM)), vector_reply(1, -2 * np.ones(DIM))]
+    out = c.aggregate(state, 1, replies, 1)
+    assert out.state.w.tolist() == [-0.5] * DIM
+    # Round 2, nobody: MIFA steps along the memory, w = -0.5 - 0.25 * 2.
+    out = c.aggregate(out.state, 2, [], 1)
+    assert out.aggregated and out.state.w.tolist() == [-1.0] * DIM
+    # Round 3: client 2 returns -2.5: G_2 = (-1 + 2.5) / 0.5 = 3, v = 3, w = -1 - 0.75.
+    out = c.aggregate(out.state, 3, [vector_reply(2, np.full(DIM, -2.5))], 1)
+    assert out.state.w.tolist() == [-1.75] * DIM and out.diagnostics["lr"] == 0.5
+    # eta_g = 2: round 1 steps w = 0 - (2 * 0.5) * 2.
+    c2 = core(MIFACore, server_lr=2.0)
+    assert c2.aggregate(c2.init([np.zeros(DIM, np.float32)]), 1, replies, 1).state.w[0] == -2.0
+
+
+def test_fedvarp_with_a_server_learning_rate_by_hand() -> None:
+    """N = 3, eta = 0.5, eta_g = 2, w_1 = 0; v = mean(y) + mean over S of (G_i - y_i)."""
+    c = core(FedVARPCore, server_lr=2.0)
+    state = c.init([np.zeros(DIM, np.float32)])
+    # Round 1: G = (2, 4), y = 0: v = 3, w = 0 - (2 * 0.5) * 3.
+    replies = [vector_reply(0, -np.ones(DIM)), vector_reply(1, -2 * np.ones(DIM))]
+    out = c.aggregate(state, 1, replies, 1)
+    assert out.state.w.tolist() == [-3.0] * DIM
+    # Round 2: client 1 returns -7: G_1 = 8; mean(y) = 2, v = 2 + (8 - 4) = 6, w = -3 - 6.
+    out = c.aggregate(out.state, 2, [vector_reply(1, np.full(DIM, -7.0))], 1)
+    assert out.state.w.tolist() == [-9.0] * DIM
+    assert not c.aggregate(out.state, 3, [], 1).aggregated  # no step without participants
+    c_half = core(FedVARPCore, server_lr=0.5)
+    w = c_half.aggregate(c_half.init([np.zeros(DIM, np.float32)]), 1, replies, 1).state.w
+    assert w.tolist() == [-0.75] * DIM  # 0 - (0.5 * 0.5) * 3
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, float("nan")])
+def test_a_bad_server_learning_rate_is_refused(bad: float) -> None:
+    for cls in (MIFACore, FedVARPCore):
+        with pytest.raises(ValueError, match="algorithm.params.server_lr"):
+            core(cls, server_lr=bad)
