@@ -201,7 +201,16 @@ class TrainingConfig:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    name: Literal["logreg", "mlp", "cnn", "lenet5", "resnet18"] = "cnn"
+    name: Literal[
+        "logreg",
+        "mlp",
+        "cnn",
+        "lenet5",
+        "resnet18",
+        "fedawe-cnn-svhn",
+        "fedawe-cnn-cifar10",
+        "fedawe-cnn-cinic10",
+    ] = "cnn"
 
 
 @dataclass(frozen=True)

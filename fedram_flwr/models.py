@@ -10,6 +10,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from fedram_flwr.rng import stream
+
 
 class LeNetCNN(nn.Module):
     """Fed-CVaR-Avg Table 1 CNN: 5x5 convs of 6 and 16 channels (padding 2), each
@@ -37,8 +39,81 @@ class LeNetCNN(nn.Module):
         return self.fc3(x)
 
 
+class SeededDropout(nn.Module):
+    """Dropout of probability ``p`` (kept units scaled by 1 / (1 - p), as ``nn.Dropout``;
+    the identity in eval mode) whose masks come from the module's own CPU generator, never
+    torch's global RNG (every draw from a named stream); :func:`seed_dropout` seeds it.
+    Masks are drawn on the CPU and moved to the input's device, so CPU and GPU runs drop
+    the same units. The generator is no parameter: the model's state is unchanged."""
+
+    def __init__(self, p: float) -> None:
+        super().__init__()
+        if not 0.0 <= p < 1.0:
+            raise ValueError(f"dropout probability must be in [0, 1), got {p}")
+        self.p = p
+        self.generator = torch.Generator()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0.0:
+            return x
+        keep = torch.rand(x.shape, generator=self.generator) >= self.p
+        return x * keep.to(device=x.device, dtype=x.dtype) / (1.0 - self.p)
+
+
+def seed_dropout(model: nn.Module, rng: np.random.Generator) -> None:
+    """Seed every :class:`SeededDropout` of ``model`` from ``rng`` (one draw each, in
+    module order); draws nothing from a model without one."""
+    for module in model.modules():
+        if isinstance(module, SeededDropout):
+            module.generator.manual_seed(int(rng.integers(2**63)))
+
+
+FEDAWE_CNNS: dict[str, tuple[tuple[int, ...], float]] = {
+    "fedawe-cnn-svhn": ((128,), 0.0),
+    "fedawe-cnn-cifar10": ((256, 64), 0.0),
+    "fedawe-cnn-cinic10": ((512, 256), 0.2),
+}
+"""FedAWE Table 6 (App. J): each data set's hidden fully-connected widths and dropout."""
+
+
+class FedAWECNN(nn.Module):
+    """The CNNs of FedAWE (Xiang et al., NeurIPS 2024) Table 6: C(c, 32) - R - M -
+    C(32, 32) - R - M - [D] - (L(h) - R - [D]) per hidden width h - L(classes), with 3x3
+    convolutions (stride 1, padding 1), ReLU, 2x2 max-pools (stride 2) and, where
+    ``dropout`` > 0, dropout before every linear layer (CINIC-10: p = 0.2). A 3x32x32
+    image gives 32 x 8 x 8 features. Kaiming (He) normal init of every weight (fan-in,
+    ReLU gain; App. J.2 "Kaiming initialization"), zero biases."""
+
+    def __init__(
+        self,
+        hidden: Sequence[int],
+        num_classes: int = 10,
+        input_shape: Sequence[int] = (3, 32, 32),
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        channels, height, width = input_shape
+        self.conv1 = nn.Conv2d(channels, 32, kernel_size=3, stride=1, padding=1)
+        self.conv2 = nn.Conv2d(32, 32, kernel_size=3, stride=1, padding=1)
+        widths = [32 * (height // 4) * (width // 4), *hidden, num_classes]
+        self.fcs = nn.ModuleList(nn.Linear(a, b) for a, b in zip(widths, widths[1:]))
+        self.drop = SeededDropout(dropout) if dropout > 0 else nn.Identity()
+        for layer in (self.conv1, self.conv2, *self.fcs):
+            nn.init.kaiming_normal_(layer.weight, nonlinearity="relu")
+            nn.init.zeros_(layer.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2, 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2, 2).flatten(1)
+        for i, fc in enumerate(self.fcs):
+            x = fc(self.drop(x if i == 0 else F.relu(x)))
+        return x
+
+
 def build_model(name: str, input_shape: Sequence[int], num_classes: int, seed: int) -> nn.Module:
-    """A freshly initialised model; the init is seeded without touching global RNG."""
+    """A freshly initialised model; the init is seeded without touching global RNG, and
+    a model's dropout masks (``fedawe-cnn-cinic10``) come from the ``dropout-masks``
+    stream of ``seed`` (:func:`seed_dropout` reseeds them)."""
     in_features = int(np.prod(input_shape))
     with torch.random.fork_rng(devices=[]):
         # The CPU generator only: torch.manual_seed also queues lazy seeds of every
@@ -67,8 +142,16 @@ def build_model(name: str, input_shape: Sequence[int], num_classes: int, seed: i
             if input_shape[0] != 3:
                 raise ValueError(f"model.name: resnet18 needs RGB images, got {input_shape}")
             return resnet18(num_classes)
+        if name in FEDAWE_CNNS:  # FedAWE Table 6
+            if len(input_shape) != 3 or min(input_shape[1:]) < 4:
+                raise ValueError(f"model.name: {name} needs CxHxW images of side >= 4")
+            hidden, dropout = FEDAWE_CNNS[name]
+            model = FedAWECNN(hidden, num_classes, input_shape, dropout)
+            seed_dropout(model, stream("dropout-masks", seed))
+            return model
     raise ValueError(
-        f"model.name: unknown model {name!r}; allowed: logreg, mlp, cnn, lenet5, resnet18"
+        f"model.name: unknown model {name!r}; allowed: logreg, mlp, cnn, lenet5, resnet18, "
+        f"{', '.join(FEDAWE_CNNS)}"
     )
 
 

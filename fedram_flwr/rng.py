@@ -33,6 +33,8 @@ SALTS: dict[str, int] = {
     "rcfl-draws": 0x2CF1,  # RC-FL: K clients drawn with replacement by p_i
     # clients: per (seed, round, client)
     "client-batches": 0xC11E,  # the mini-batch order of a client's local steps
+    # models: per seed (fedram_flwr.models.build_model)
+    "dropout-masks": 0xD80F,  # the generators of a model's dropout layers
 }
 
 
