@@ -47,9 +47,9 @@ MAX_SEED = 2**32 - 1
 class DataConfig:
     """Dataset and partition (the paper's rare-pattern split, Sec. 4)."""
 
-    dataset: Literal["fashion-mnist", "mnist", "cifar10", "svhn", "gaussian2d", "synthetic"] = (
-        "fashion-mnist"
-    )
+    dataset: Literal[
+        "fashion-mnist", "mnist", "cifar10", "svhn", "cinic10", "gaussian2d", "synthetic"
+    ] = "fashion-mnist"
     root: str = "data"
     num_clients: int = 30
     # M: fraction of users (the most likely ones) that are "frequent".

@@ -455,6 +455,34 @@ def write_svhn(folder: Path, n: int = 6) -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
+def write_cinic10(folder: Path, per_class: int = 2) -> dict[str, list[np.ndarray]]:
+    """A tiny CINIC-10 in its published layout under ``folder``: ``train/``, ``valid/``
+    and ``test/``, each with the ten class folders of ``per_class`` 32x32 RGB PNGs (the
+    first file of ``test/bird`` greyscale, as some CINIC-10 images are). Returns each
+    split's images (H, W, 3 uint8, greyscale repeated) in label, then file-name order."""
+    from PIL import Image
+
+    from fedram_flwr.data.cinic10 import CINIC10_CLASSES
+
+    rng = np.random.default_rng(2)
+    written: dict[str, list[np.ndarray]] = {}
+    for split in ("train", "valid", "test"):
+        written[split] = []
+        for name in CINIC10_CLASSES:
+            (folder / split / name).mkdir(parents=True)
+            for k in range(per_class):
+                path = folder / split / name / f"n0{k}_{name}.png"  # sorted = written order
+                if split == "test" and name == "bird" and k == 0:
+                    grey = rng.integers(0, 256, (32, 32), dtype=np.uint8)
+                    Image.fromarray(grey, mode="L").save(path)
+                    written[split].append(np.repeat(grey[:, :, None], 3, axis=2))
+                else:
+                    rgb = rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)
+                    Image.fromarray(rgb, mode="RGB").save(path)
+                    written[split].append(rgb)
+    return written
+
+
 def random_rcfl_instance(rng: np.random.Generator, n: int):
     """Random RC-FL losses, weights p on the simplex and alpha_i in [p_i, 1]."""
     losses = rng.exponential(1.0, n)

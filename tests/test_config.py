@@ -95,7 +95,7 @@ def test_literal_field_lists_allowed_values(scenario_dict) -> None:
     scenario_dict["data"]["dataset"] = "imagenet"
     msg = build_error(scenario_dict)
     assert "data.dataset" in msg and "'imagenet'" in msg
-    assert "fashion-mnist, mnist, cifar10, svhn, gaussian2d" in msg
+    assert "fashion-mnist, mnist, cifar10, svhn, cinic10, gaussian2d" in msg
 
 
 @pytest.mark.parametrize(

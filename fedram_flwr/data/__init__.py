@@ -1,14 +1,17 @@
 """Datasets and federated partitions: :mod:`~fedram_flwr.data.sources` reads or generates
-data sets, :mod:`~fedram_flwr.data.partition` splits them among clients (pure functions
-of a generator), :mod:`~fedram_flwr.data.federated` assembles a scenario's
+data sets (:mod:`~fedram_flwr.data.cinic10` reads CINIC-10),
+:mod:`~fedram_flwr.data.partition` splits them among clients (pure functions of a
+generator), :mod:`~fedram_flwr.data.federated` assembles a scenario's
 :class:`FederatedData`."""
 
+from fedram_flwr.data.cinic10 import CINIC10_URL, load_cinic10, read_cinic10
 from fedram_flwr.data.federated import (
     FederatedData,
     federated_data,
     load_federated_data,
     synthetic_federated_data,
 )
+from fedram_flwr.data.files import DatasetNotFoundError
 from fedram_flwr.data.partition import (
     blocks,
     dirichlet_partition,
@@ -24,7 +27,6 @@ from fedram_flwr.data.partition import (
 )
 from fedram_flwr.data.sources import (
     DEBIAN_FASHION_MNIST,
-    DatasetNotFoundError,
     data_root,
     gaussian_patterns,
     leaf_synthetic,
@@ -35,6 +37,7 @@ from fedram_flwr.data.sources import (
 )
 
 __all__ = [
+    "CINIC10_URL",
     "DEBIAN_FASHION_MNIST",
     "DatasetNotFoundError",
     "FederatedData",
@@ -46,11 +49,13 @@ __all__ = [
     "gaussian_patterns",
     "keep_and_relabel",
     "leaf_synthetic",
+    "load_cinic10",
     "load_colour_dataset",
     "load_federated_data",
     "load_image_dataset",
     "rare_pattern_client_classes",
     "read_cifar10",
+    "read_cinic10",
     "read_svhn",
     "split_by_class_lists",
     "split_fractions",

@@ -4,7 +4,8 @@ Image datasets (Fashion-MNIST, MNIST) load through torchvision from a data root;
 Debian package ``dataset-fashion-mnist`` is used when present, torchvision downloads
 on machines with internet, and otherwise :class:`DatasetNotFoundError` says both ways
 to get the files. CIFAR-10 and SVHN (FedAR Sec. 6.1) are fetched by torchvision the
-same way and read from their published formats here. The 2-D Gaussian patterns of
+same way and read from their published formats here; CINIC-10 (FedAWE Sec. 6) is
+fetched and read by :mod:`~fedram_flwr.data.cinic10`. The 2-D Gaussian patterns of
 Fig. 2 and LEAF Synthetic(gamma, delta) (CA-Fed Sec. V-A b) are generated.
 """
 
@@ -22,6 +23,8 @@ from pathlib import Path
 import numpy as np
 
 from fedram_flwr.config import ScenarioError
+from fedram_flwr.data.cinic10 import load_cinic10
+from fedram_flwr.data.files import DatasetNotFoundError, writable_folder
 
 DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
 _TORCHVISION_CLASS = {"fashion-mnist": "FashionMNIST", "mnist": "MNIST"}
@@ -31,10 +34,6 @@ _IDX_FILES = (
     "t10k-images-idx3-ubyte",
     "t10k-labels-idx1-ubyte",
 )
-
-
-class DatasetNotFoundError(FileNotFoundError):
-    """A dataset's files are missing and could not be fetched."""
 
 
 def gaussian_patterns(
@@ -93,20 +92,6 @@ def leaf_synthetic(
 def data_root(cfg_root: str) -> Path:
     """``$FEDRAM_DATA`` if set, else the scenario's ``data.root``."""
     return Path(os.environ.get("FEDRAM_DATA", cfg_root)).expanduser()
-
-
-def _writable_folder(folder: Path, name: str) -> None:
-    """Create ``folder`` for ``name``'s files, or say that data.root cannot be written."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        if not os.access(folder, os.W_OK):
-            raise PermissionError(13, "Permission denied", str(folder))
-    except OSError as err:
-        raise DatasetNotFoundError(
-            f"data.root: {name} is not under {folder}, which cannot be written to fetch it "
-            f"({err.strerror}: {err.filename}). Set data.root or $FEDRAM_DATA to a folder "
-            "that holds the files or can be written."
-        ) from None
 
 
 def _install_debian_fashion_mnist(raw: Path) -> bool:
@@ -175,7 +160,7 @@ def load_colour_dataset(name: str, root: Path, train: bool) -> tuple[np.ndarray,
         split = "train" if train else "test"
         fetch = partial(torchvision.datasets.SVHN, str(folder), split=split, download=True)
     if not all((folder / f).is_file() for f in files):
-        _writable_folder(folder, name)
+        writable_folder(folder, name)
         try:
             fetch()
         except Exception as err:  # noqa: BLE001 - any download failure means "not here"
@@ -194,13 +179,15 @@ def load_image_dataset(name: str, root: Path, train: bool) -> tuple[np.ndarray, 
     """Images as float32 (N, C, H, W) in [0, 1] and int64 labels, via torchvision."""
     if name in ("cifar10", "svhn"):
         return load_colour_dataset(name, root, train)
+    if name == "cinic10":
+        return load_cinic10(root, train)
     import torchvision
 
     cls = getattr(torchvision.datasets, _TORCHVISION_CLASS[name])
     raw = root / _TORCHVISION_CLASS[name] / "raw"
     have = all((raw / f).is_file() for f in _IDX_FILES)
     if not have:
-        _writable_folder(raw, name)
+        writable_folder(raw, name)
     if not have and name == "fashion-mnist":
         have = _install_debian_fashion_mnist(raw)
     try:
