@@ -17,6 +17,7 @@ import numpy as np
 from fedram_flwr.availability.nonstationary import (
     Dynamics,
     NonStationaryClientManager,
+    NonStationaryLaw,
     default_phi_max,
     fedawe_base_p,
     fedawe_phi,
@@ -82,6 +83,13 @@ class NonStationaryParams(OracleParams):
         counts = np.array([np.bincount(y, minlength=c) for y in data.client_y])
         phi = fedawe_phi(phi_max, stream("fedawe-phi", seed))
         return as_scenario_error(fedawe_base_p, counts, phi)
+
+
+def nonstationary_round_law(
+    params: NonStationaryParams, scenario: Scenario, seed: int
+) -> NonStationaryLaw:
+    """The law p_i^t = p_i f_i(t) the oracle of ``seed`` draws with, per server round."""
+    return build_nonstationary(params, scenario, seed).law
 
 
 def build_nonstationary(

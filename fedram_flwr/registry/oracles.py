@@ -35,7 +35,11 @@ from fedram_flwr.availability import (
 )
 from fedram_flwr.config import Scenario, ScenarioError
 from fedram_flwr.registry.checks import as_scenario_error, check_ids, check_length
-from fedram_flwr.registry.nonstationary import NonStationaryParams, build_nonstationary
+from fedram_flwr.registry.nonstationary import (
+    NonStationaryParams,
+    build_nonstationary,
+    nonstationary_round_law,
+)
 from fedram_flwr.registry.specs import Hidden, OracleParams, OracleSpec
 from fedram_flwr.rng import stream
 from fedram_flwr.schema import check_range
@@ -374,7 +378,12 @@ ORACLES: dict[str, OracleSpec[Any]] = {
         OracleSpec("clustered", ClusteredParams, build_clustered, hidden=MARKOV),
         OracleSpec("cyclic", CyclicParams, build_cyclic),
         OracleSpec("trace", TraceParams, build_trace),
-        OracleSpec("nonstationary", NonStationaryParams, build_nonstationary),
+        OracleSpec(
+            "nonstationary",
+            NonStationaryParams,
+            build_nonstationary,
+            round_law=nonstationary_round_law,
+        ),
         OracleSpec("connected", ConnectedParams, build_connected),
     )
 }
