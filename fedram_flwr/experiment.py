@@ -25,6 +25,7 @@ from fedram_flwr.evaluation import EvaluateFn, make_evaluate_fn
 from fedram_flwr.models import build_model, get_weights, on_device, resolve_device
 from fedram_flwr.protocol import SERVER_ROUND
 from fedram_flwr.registry import algorithm_params, algorithm_spec, oracle_params, oracle_spec
+from fedram_flwr.registry.specs import RoundLaw
 
 
 def weighted_mean_metrics(results: list[tuple[int, Metrics]]) -> Metrics:
@@ -58,6 +59,13 @@ def availability_law(scenario: Scenario, seed: int) -> np.ndarray:
     return oracle_spec(scenario).law(oracle_params(scenario), scenario, seed)
 
 
+def known_availability(scenario: Scenario, seed: int) -> np.ndarray | RoundLaw:
+    """What an oracle-informed algorithm that knows p_i^t reads (FedAvg-IS): the oracle's
+    per-round law, server round -> p_i^t, where it has one (``nonstationary``), else
+    :func:`availability_law` itself (every stationary oracle)."""
+    return oracle_spec(scenario).known_law(oracle_params(scenario), scenario, seed)
+
+
 def rare_clients(scenario: Scenario, seed: int) -> tuple[int, ...]:
     """The (100 - M)% least available clients, who hold the rare patterns (Sec. 4)."""
     return oracle_spec(scenario).rare_clients(oracle_params(scenario), scenario, seed)
@@ -80,6 +88,9 @@ class Experiment:
 
     def availability_law(self) -> np.ndarray:
         return availability_law(self.scenario, self.seed)
+
+    def known_availability(self) -> np.ndarray | RoundLaw:
+        return known_availability(self.scenario, self.seed)
 
     @cached_property
     def device(self) -> torch.device:

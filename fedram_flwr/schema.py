@@ -115,8 +115,18 @@ def _coerce(tp: Any, value: Any, name: str) -> Any:
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return None
-        (inner,) = [a for a in args if a is not type(None)]
-        return _coerce(inner, value, name)
+        inner = [a for a in args if a is not type(None)]
+        if len(inner) == 1:
+            return _coerce(inner[0], value, name)
+        errors = []  # several forms (a list or a keyword): the first that fits
+        for form in inner:
+            try:
+                return _coerce(form, value, name)
+            except ScenarioError as err:
+                if not str(err).startswith(f"{name}: "):
+                    raise  # the value has this form; one of its entries is wrong
+                errors.append(str(err).removeprefix(f"{name}: "))
+        raise ScenarioError(f"{name}: {'; or '.join(errors)}")
     if origin is Literal:
         if value not in args:
             raise ScenarioError(

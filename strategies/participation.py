@@ -17,7 +17,10 @@ code gives every baseline one, applied to the aggregated update.
   clients' updates divided by N;
 - FedAvg-IS: omega_i = 1 / p_i, the inverse of client i's availability probability
   (Horvitz-Thompson: unbiased for the mean over all N clients). p_i is either the
-  oracle's true value (oracle-informed, as FedAR's paper runs it) or, by default, CA-Fed's
+  oracle's true value (oracle-informed, as FedAR's paper runs it; under a non-stationary
+  law the current round's p_i^t: the FedAWE paper's "FedAvg with known p_i^t", Table 2,
+  whose authors' code divides each active client's update by p_i^t and the sum by N,
+  as here) or, by default, CA-Fed's
   online estimate (Sec. IV-B, :func:`~fedram_flwr.strategies.availability_estimates.pi_hat` with a
   Beta(1, 1) prior): p_hat_i = (rounds in which i was available up to t + 1) / (t + 2);
 - FedAU: S. Wang, M. Ji, "A Lightweight Method for Tackling Unknown Participation
@@ -36,7 +39,7 @@ in :mod:`fedram_flwr.message_api` (same core, same arguments).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -176,14 +179,19 @@ class FedAvgISCore(ReweightedCore):
     """FedAvg-IS: omega_i = 1 / p_i with the oracle's ``known_p`` (oracle-informed) or,
     when it is ``None``, the estimate p_hat_i of round t, which counts round t itself
     (as CA-Fed's server does; rounds in which nobody was available count as rounds).
-    The estimator state is each client's count of rounds available. ``server_lr``: eta_g."""
+    The estimator state is each client's count of rounds available. ``server_lr``: eta_g.
 
-    known_p: np.ndarray | None = None
+    ``known_p`` is one p_i per client (a stationary law, each in (0, 1]) or a function
+    server round -> p_i^t per client (a non-stationary one: FedAvg with known p_i^t,
+    FedAWE Table 2), read in each round: p_i^t may be 0 (the interleaved sine's cut),
+    but a client active with p_i^t = 0 is an error naming the client and the round."""
+
+    known_p: np.ndarray | Callable[[int], np.ndarray] | None = None
     server_lr: float = 1.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.known_p is not None:
+        if self.known_p is not None and not callable(self.known_p):
             p = np.asarray(self.known_p, dtype=float)
             if p.shape != (self.num_clients,) or np.any(p <= 0) or np.any(p > 1):
                 raise ValueError(
@@ -194,11 +202,30 @@ class FedAvgISCore(ReweightedCore):
     def init_estimator(self) -> np.ndarray:
         return np.zeros(self.num_clients, dtype=np.int64)
 
+    def known_at(self, server_round: int, active: list[int]) -> np.ndarray:
+        """p_i^t of the ``active`` clients in ``server_round`` (the constant p_i of a
+        stationary ``known_p``)."""
+        if not callable(self.known_p):
+            return self.known_p[active]
+        p = np.asarray(self.known_p(server_round), dtype=float)
+        if p.shape != (self.num_clients,) or np.any(p < 0) or np.any(p > 1):
+            raise ValueError(
+                f"oracle-informed p in round {server_round}: need {self.num_clients} "
+                f"probabilities in [0, 1], got {p}"
+            )
+        for i in active:
+            if p[i] <= 0:
+                raise ValueError(
+                    f"oracle-informed p: client {i} is active in round {server_round} with "
+                    f"p_i^t = {p[i]}; a client with p_i^t = 0 cannot be available"
+                )
+        return p[active]
+
     def weights(self, estimator, server_round, active, elapsed):
         counts = estimator.copy()
         counts[active] += 1
         if self.known_p is not None:
-            return 1.0 / self.known_p[active], counts
+            return 1.0 / self.known_at(server_round, active), counts
         return 1.0 / pi_hat(counts, server_round, 1.0, 1.0)[active], counts
 
 
@@ -258,13 +285,17 @@ class FedAvgAll(VectorStrategy):
 
 
 class FedAvgIS(VectorStrategy):
-    """FedAvg-IS over :class:`FedAvgISCore` (``known_p``: the oracle's p_i, or None;
-    ``server_lr``: eta_g)."""
+    """FedAvg-IS over :class:`FedAvgISCore` (``known_p``: the oracle's p_i, a function
+    round -> p_i^t, or None; ``server_lr``: eta_g)."""
 
     core_type = FedAvgISCore
 
     def __init__(
-        self, *, known_p: Sequence[float] | None = None, server_lr: float = 1.0, **kwargs: Any
+        self,
+        *,
+        known_p: Sequence[float] | Callable[[int], np.ndarray] | None = None,
+        server_lr: float = 1.0,
+        **kwargs: Any,
     ) -> None:
         super().__init__(core_kwargs={"known_p": known_p, "server_lr": server_lr}, **kwargs)
 

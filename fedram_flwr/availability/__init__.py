@@ -37,6 +37,7 @@ from fedram_flwr.availability.manager import AvailabilityError, OracleClientMana
 from fedram_flwr.availability.nonstationary import (
     DYNAMICS,
     NonStationaryClientManager,
+    NonStationaryLaw,
     default_phi_max,
     fedawe_base_p,
     fedawe_f,
@@ -63,6 +64,7 @@ __all__ = [
     "MarkovChains",
     "MarkovClientManager",
     "NonStationaryClientManager",
+    "NonStationaryLaw",
     "OracleClientManager",
     "RandomAccessClientManager",
     "ReportingProxy",

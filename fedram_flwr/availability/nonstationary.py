@@ -23,6 +23,7 @@ stream seeded by (seed, r) falls below p_i^r: a pure function of (seed, r).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -90,11 +91,32 @@ def fedawe_base_p(label_counts: np.ndarray, phi: np.ndarray) -> np.ndarray:
     return (counts / totals[:, None]) @ np.asarray(phi, dtype=float)
 
 
+@dataclass(frozen=True, eq=False)  # an array field: compare the fields, not the values
+class NonStationaryLaw:
+    """p_i^t = p_i f_i(t) of every client as a pure function of the server round r
+    (t = r - 1; App. J.3): what the oracle draws with, and what an oracle-informed
+    algorithm reads (FedAvg with known p_i^t, FedAWE Table 2). Numpy only, picklable."""
+
+    p: np.ndarray
+    dynamics: Dynamics
+    period: int = 20
+    gamma: float = 0.3
+    delta0: float = 0.1
+    low: float = 0.4
+
+    def __call__(self, server_round: int) -> np.ndarray:
+        """p_i^t of every client in ``server_round`` (t = server_round - 1)."""
+        if server_round < 1:
+            raise ValueError(f"rounds start at 1, got {server_round}")
+        shape = {"period": self.period, "gamma": self.gamma, "delta0": self.delta0}
+        return self.p * fedawe_f(self.dynamics, server_round - 1, self.p, low=self.low, **shape)
+
+
 class NonStationaryClientManager(OracleClientManager):
     """Independent Bernoulli availability p_i^t = p_i f_i(t) (FedAWE Sec. 7, App. J.3);
     server round r is the paper's t = r - 1. :meth:`probabilities` is the per-round law
-    (for oracle-informed algorithms: FedAvg with known p_i^t), ``hidden_law().pi`` its
-    long-run mean p_i x (mean of f_i over one period)."""
+    (its :attr:`law`, for oracle-informed algorithms: FedAvg with known p_i^t),
+    ``hidden_law().pi`` its long-run mean p_i x (mean of f_i over one period)."""
 
     def __init__(
         self,
@@ -118,6 +140,7 @@ class NonStationaryClientManager(OracleClientManager):
         self.dynamics, self._p = dynamics, p
         self._period = period
         self._shape = {"period": period, "gamma": gamma, "delta0": delta0, "low": low}
+        self.law = NonStationaryLaw(p, dynamics, **self._shape)
 
     @property
     def base_p(self) -> np.ndarray:
@@ -126,9 +149,7 @@ class NonStationaryClientManager(OracleClientManager):
 
     def probabilities(self, server_round: int) -> np.ndarray:
         """p_i^t = p_i f_i(t) of every client in ``server_round`` (t = server_round - 1)."""
-        if server_round < 1:
-            raise ValueError(f"rounds start at 1, got {server_round}")
-        return self._p * fedawe_f(self.dynamics, server_round - 1, self._p, **self._shape)
+        return self.law(server_round)
 
     def hidden_law(self) -> HiddenLaw:
         """Each client's long-run availability: p_i^t averaged over one period (rounds

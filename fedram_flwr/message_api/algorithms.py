@@ -178,7 +178,8 @@ class FedAWE(CoreMessageStrategy):
 
 
 class FedAvgIS(CoreMessageStrategy):
-    """FedAvg-IS: ``num_clients``, ``lr``, ``lr_decay``, ``known_p``, ``server_lr``."""
+    """FedAvg-IS: ``num_clients``, ``lr``, ``lr_decay``, ``known_p`` (p_i, or a function
+    round -> p_i^t), ``server_lr``."""
 
     core_type = FedAvgISCore
 

@@ -200,11 +200,12 @@ class FedARParams(ScheduledParams):
 @dataclass(frozen=True)
 class FedAvgISParams(ServerLRParams):
     """FedAvg-IS weighs each available client by 1 / p_i: the oracle's hidden p_i only
-    with ``availability: oracle`` (the opt-in), else CA-Fed's estimate; eta_g
-    ``server_lr``."""
+    with ``availability: oracle`` (the opt-in; under a law that changes with the round,
+    the current round's p_i^t: FedAvg with known p_i^t, FedAWE Table 2), else CA-Fed's
+    estimate; eta_g ``server_lr``."""
 
     def strategy_kwargs(self, run: Run, initial: NDArrays) -> dict[str, Any]:
-        known_p = run.availability_law() if self.oracle_informed else None
+        known_p = run.known_availability() if self.oracle_informed else None
         return {**super().strategy_kwargs(run, initial), "known_p": known_p}
 
 

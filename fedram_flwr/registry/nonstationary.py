@@ -3,7 +3,8 @@ NeurIPS 2024, Sec. 7, App. J.3; the law is
 :mod:`fedram_flwr.availability.nonstationary`).
 
 p_i is the scenario's (``p``) or the paper's rule p_i = <nu_i, phi> on each client's
-training labels, which needs the data partition at build time: it is read with no rare
+training labels (:mod:`fedram_flwr.registry.labels`, shared with ``bernoulli``'s
+``p: labels``), which needs the data partition at build time: it is read with no rare
 clients, so the rule requires a partition that does not depend on them (the rare clients
 follow from the law, which would be circular otherwise).
 """
@@ -17,15 +18,12 @@ import numpy as np
 from fedram_flwr.availability.nonstationary import (
     Dynamics,
     NonStationaryClientManager,
-    default_phi_max,
-    fedawe_base_p,
-    fedawe_phi,
+    NonStationaryLaw,
 )
 from fedram_flwr.config import Scenario, ScenarioError
-from fedram_flwr.data import load_federated_data
-from fedram_flwr.registry.checks import as_scenario_error, check_length
+from fedram_flwr.registry.checks import check_length
+from fedram_flwr.registry.labels import check_label_rule, label_p
 from fedram_flwr.registry.specs import OracleParams
-from fedram_flwr.rng import stream
 from fedram_flwr.schema import check_range
 
 
@@ -51,37 +49,31 @@ class NonStationaryParams(OracleParams):
         check_range("availability.params.gamma", self.gamma, 0.0, 0.5)  # keeps f >= 0
         check_range("availability.params.delta0", self.delta0, 0.0, 1.0)
         check_range("availability.params.staircase_low", self.staircase_low, 0.0, 1.0)
-        d = scenario.data
-        check_length("availability.params.p", self.p, d.num_clients, "data.num_clients")
-        for field, values in (("p", self.p), ("phi_max", self.phi_max)):
-            for i, v in enumerate(values or ()):
-                check_range(f"availability.params.{field}[{i}]", v, 0.0, 1.0)
+        n = scenario.data.num_clients
+        check_length("availability.params.p", self.p, n, "data.num_clients")
+        for i, v in enumerate(self.p or ()):
+            check_range(f"availability.params.p[{i}]", v, 0.0, 1.0)
         if self.p is not None and self.phi_max is not None:
             raise ScenarioError(
                 "availability.params: give p (each client's base probability) or phi_max "
                 "(the paper's rule p_i = <nu_i, phi>), not both"
             )
-        rare_split = d.partition == "rare-patterns" and d.client_classes is None
-        if self.p is None and rare_split and d.dataset != "synthetic" and d.num_rare_clients:
-            raise ScenarioError(
-                "availability.params.p: the paper's rule p_i = <nu_i, phi> reads each "
-                "client's labels, but the rare-pattern split gives labels by availability; "
-                "give p (one per client), data.client_classes, data.partition: dirichlet "
-                "or two-classes, or data.frequent_fraction: 1"
-            )
+        if self.p is None:
+            check_label_rule(scenario, self.phi_max)
 
     def base_p(self, scenario: Scenario, seed: int) -> np.ndarray:
         """Each client's p_i: the scenario's, or <nu_i, phi> on the data of ``seed``
-        with phi from the ``fedawe-phi`` stream (App. J.3)."""
+        with phi from the ``fedawe-phi`` stream (App. J.3; :func:`label_p`)."""
         if self.p is not None:
             return np.asarray(self.p, dtype=float)
-        data = load_federated_data(scenario.data, (), seed)
-        c = data.num_classes
-        phi_max = default_phi_max(c) if self.phi_max is None else self.phi_max
-        check_length("availability.params.phi_max", self.phi_max, c, "the number of classes")
-        counts = np.array([np.bincount(y, minlength=c) for y in data.client_y])
-        phi = fedawe_phi(phi_max, stream("fedawe-phi", seed))
-        return as_scenario_error(fedawe_base_p, counts, phi)
+        return label_p(scenario, seed, self.phi_max)
+
+
+def nonstationary_round_law(
+    params: NonStationaryParams, scenario: Scenario, seed: int
+) -> NonStationaryLaw:
+    """The law p_i^t = p_i f_i(t) the oracle of ``seed`` draws with, per server round."""
+    return build_nonstationary(params, scenario, seed).law
 
 
 def build_nonstationary(

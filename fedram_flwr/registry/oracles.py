@@ -35,7 +35,12 @@ from fedram_flwr.availability import (
 )
 from fedram_flwr.config import Scenario, ScenarioError
 from fedram_flwr.registry.checks import as_scenario_error, check_ids, check_length
-from fedram_flwr.registry.nonstationary import NonStationaryParams, build_nonstationary
+from fedram_flwr.registry.labels import check_label_rule, label_p
+from fedram_flwr.registry.nonstationary import (
+    NonStationaryParams,
+    build_nonstationary,
+    nonstationary_round_law,
+)
 from fedram_flwr.registry.specs import Hidden, OracleParams, OracleSpec
 from fedram_flwr.rng import stream
 from fedram_flwr.schema import check_range
@@ -121,15 +126,27 @@ def build_ram(params: RAMParams, scenario: Scenario, seed: int) -> OracleClientM
 class BernoulliParams(OracleParams):
     """Independent Bernoulli availability (FedAR Sec. 6.1): explicit ``p`` (one per
     client), or spread evenly from 1 (client 0) down to ``p_min`` (FedAR: 0.1
-    "challenging", 0.5 "mild"). ``label_correlated``: clients holding lower class ids
-    get the higher p (:func:`~fedram_flwr.availability.label_permutation`)."""
+    "challenging", 0.5 "mild"), or ``p: labels``: the FedAWE paper's p_i = <nu_i, phi>
+    from each client's labels, Phi_c = ``phi_max`` (App. J.3; :mod:`.labels`).
+    ``label_correlated``: clients holding lower class ids get the higher p
+    (:func:`~fedram_flwr.availability.label_permutation`)."""
 
-    p: tuple[float, ...] | None = None
+    p: tuple[float, ...] | Literal["labels"] | None = None
     p_min: float = 0.1
     label_correlated: bool = False
+    phi_max: tuple[float, ...] | None = None
 
     def check(self, scenario: Scenario) -> None:
         check_range("availability.params.p_min", self.p_min, 0.0, 1.0)
+        if self.p == "labels":
+            if self.label_correlated:
+                raise ScenarioError(
+                    "availability.params.label_correlated: p: labels already ties each "
+                    "client's p to its labels; give one of them"
+                )
+            return check_label_rule(scenario, self.phi_max)
+        if self.phi_max is not None:
+            raise ScenarioError("availability.params.phi_max: only with p: labels")
         check_length("availability.params.p", self.p, scenario.data.num_clients, "data.num_clients")
         p = self.law(scenario)
         as_scenario_error(check_markov_law, p, np.zeros_like(p), pi_field="availability.params.p")
@@ -142,6 +159,8 @@ class BernoulliParams(OracleParams):
 
 
 def build_bernoulli(params: BernoulliParams, scenario: Scenario, seed: int) -> OracleClientManager:
+    if params.p == "labels":
+        return BernoulliClientManager(label_p(scenario, seed, params.phi_max), seed)
     return BernoulliClientManager(params.law(scenario), seed)
 
 
@@ -374,7 +393,12 @@ ORACLES: dict[str, OracleSpec[Any]] = {
         OracleSpec("clustered", ClusteredParams, build_clustered, hidden=MARKOV),
         OracleSpec("cyclic", CyclicParams, build_cyclic),
         OracleSpec("trace", TraceParams, build_trace),
-        OracleSpec("nonstationary", NonStationaryParams, build_nonstationary),
+        OracleSpec(
+            "nonstationary",
+            NonStationaryParams,
+            build_nonstationary,
+            round_law=nonstationary_round_law,
+        ),
         OracleSpec("connected", ConnectedParams, build_connected),
     )
 }

@@ -25,6 +25,10 @@ from fedram_flwr.config import Scenario
 from fedram_flwr.data import FederatedData
 
 # ------------------------------------------------------------------- oracles
+RoundLaw = Callable[[int], np.ndarray]
+"""A non-stationary law: server round -> each client's probability p_i^t of being
+available in that round."""
+
 Hidden = Literal["pi", "lam"]
 """A hidden parameter of an oracle: ``pi`` each client's long-run availability, ``lam``
 its Markov chain's correlation lambda_k (CA-Fed Sec. III-D)."""
@@ -45,19 +49,29 @@ OP = TypeVar("OP", bound=OracleParams)
 class OracleSpec(Generic[OP]):
     """One oracle: ``build(params, scenario, seed)`` makes its ClientManager;
     ``hidden_law(params, scenario, seed)`` gives each client's long-run availability (the
-    built manager's ``pi`` unless given); ``hidden`` names the hidden parameters its
-    manager exposes, which an oracle-informed strategy may read."""
+    built manager's ``pi`` unless given); ``round_law(params, scenario, seed)``, only for
+    a law that changes with the round, gives a function server round -> each client's
+    p_i^t; ``hidden`` names the hidden parameters its manager exposes, which an
+    oracle-informed strategy may read."""
 
     name: str
     params: type[OP]
     build: Callable[[OP, Scenario, int], OracleClientManager]
     hidden_law: Callable[[OP, Scenario, int], np.ndarray] | None = None
     hidden: frozenset[Hidden] = frozenset({"pi"})
+    round_law: Callable[[OP, Scenario, int], RoundLaw] | None = None
 
     def law(self, params: OP, scenario: Scenario, seed: int) -> np.ndarray:
         if self.hidden_law is not None:
             return self.hidden_law(params, scenario, seed)
         return self.build(params, scenario, seed).pi
+
+    def known_law(self, params: OP, scenario: Scenario, seed: int) -> np.ndarray | RoundLaw:
+        """What an algorithm that knows p_i^t reads: the per-round law where the oracle
+        has one (``round_law``), else the constant :meth:`law` (a stationary oracle)."""
+        if self.round_law is not None:
+            return self.round_law(params, scenario, seed)
+        return self.law(params, scenario, seed)
 
     def rare_clients(self, params: OP, scenario: Scenario, seed: int) -> tuple[int, ...]:
         """The (100 - M)% least available clients hold the rare patterns (Sec. 4)."""
@@ -73,7 +87,9 @@ def least_available(law: np.ndarray, k: int) -> tuple[int, ...]:
 class Run(Protocol):
     """What ``strategy_kwargs`` may read of the run being built
     (:class:`fedram_flwr.experiment.Experiment`): data sizes, the seed and, in
-    oracle-informed mode only, the oracle's hidden law."""
+    oracle-informed mode only, the oracle's hidden law (``availability_law``: constant;
+    ``known_availability``: per round where the oracle's law changes with the round,
+    :meth:`OracleSpec.known_law`)."""
 
     scenario: Scenario
     seed: int
@@ -82,6 +98,8 @@ class Run(Protocol):
     def data(self) -> FederatedData: ...
 
     def availability_law(self) -> np.ndarray: ...
+
+    def known_availability(self) -> np.ndarray | RoundLaw: ...
 
     def client_manager(self) -> OracleClientManager: ...
 

@@ -18,6 +18,7 @@ from flwr.app import ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 from flwr.common import Code, FitRes, Status, ndarrays_to_parameters, parameters_to_ndarrays
 
 from fedram_flwr import message_api
+from fedram_flwr.availability import NonStationaryLaw
 from fedram_flwr.message_api.partitions import PARTITION_QUERY, PARTITION_RECORD
 from fedram_flwr.message_api.strategy import metric_values
 from fedram_flwr.protocol import (
@@ -116,6 +117,15 @@ def test_a_server_learning_rate_gives_the_same_state_in_both_apis(name: str) -> 
     make = partial(STRATEGIES[name], server_lr=SERVER_LR[name])
     assert message_twin(make).core.server_lr == SERVER_LR[name]
     assert_agree(name, make)
+
+
+def test_known_p_per_round_gives_the_same_state_in_both_apis() -> None:
+    """FedAvg with known p_i^t (FedAWE Table 2): a staircase law whose p^t differs
+    between rounds, read by both APIs from the one core."""
+    law = NonStationaryLaw(np.array([0.5, 0.25]), "staircase", period=2, low=0.5)
+    make = partial(STRATEGIES["fedavg-is"], known_p=law, server_lr=2.0)
+    assert message_twin(make).core.known_p is law
+    assert_agree("fedavg-is", make)
 
 
 def assert_agree(name: str, make: partial) -> None:

@@ -92,3 +92,24 @@ def test_example_scenario_runs_two_rounds(tmp_path) -> None:
     assert (run.path / "final_model.npz").is_file()
     relayed = read_trace(run.path / "availability.csv", 10)
     assert np.array_equal(relayed, build_oracle(short, 0).availability_matrix(2))
+
+
+def test_fedavg_is_with_the_oracle_reads_p_i_t_of_each_round(scenario_dict) -> None:
+    """FedAvg with known p_i^t (FedAWE Table 2): under the staircase the strategy's law
+    is the oracle's per-round one (1, then 0.4 after P / 2 rounds), not its mean, in both
+    APIs; a stationary oracle still gives the constant law (the array of before)."""
+    s = scenario_with(scenario_dict, "nonstationary", {"dynamics": "staircase", "period": 4})
+    s = with_overrides(
+        s, {"algorithm": {"name": "fedavg-is", "params": {"availability": "oracle"}}}
+    )
+    exp, oracle = Experiment(s, 2), build_oracle(s, 2)
+    legacy, message = exp.strategy().core.known_p, exp.message_strategy().core.known_p
+    for r in range(1, 9):
+        expected = oracle.base_p * (1.0 if (r - 1) % 4 < 2 else 0.4)
+        assert legacy(r).tobytes() == message(r).tobytes() == oracle.probabilities(r).tobytes()
+        np.testing.assert_allclose(legacy(r), expected)
+    assert not np.allclose(legacy(3), availability_law(s, 2))
+    bern = with_overrides(s, {"availability": {"oracle": "bernoulli", "params": {}}})
+    known = Experiment(bern, 2).strategy().core.known_p
+    assert isinstance(known, np.ndarray)
+    assert known.tobytes() == availability_law(bern, 2).tobytes()

@@ -1,12 +1,14 @@
 """FedAvg over all clients (strategies/participation.py): its step by hand, and with
 every client available it is FedAvg; FedAvg-IS and FedAU with a server learning rate by
-hand. (FedAvg-IS, FedAvg(S), FedAU otherwise: test_fedar.py.)"""
+hand; FedAvg-IS with known p_i^t (a per-round law) by hand. (FedAvg-IS, FedAvg(S), FedAU
+otherwise: test_fedar.py.)"""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from fedram_flwr.availability import NonStationaryLaw
 from fedram_flwr.strategies.fedavg import FedAvgCore
 from fedram_flwr.strategies.participation import FedAUCore, FedAvgAllCore, FedAvgISCore
 from tests.helpers import vector_reply
@@ -81,3 +83,59 @@ def test_a_bad_server_learning_rate_is_refused(bad: float) -> None:
         FedAvgISCore(num_clients=2, lr=0.1, server_lr=bad)
     with pytest.raises(ValueError, match="algorithm.params.server_lr"):
         FedAUCore(num_clients=2, lr=0.1, cutoff=5, server_lr=bad)
+
+
+# ------------------------------- FedAvg with known p_i^t (FedAWE Table 2, issue 17)
+def fedavg_is(num_clients: int, known_p) -> FedAvgISCore:
+    return FedAvgISCore(num_clients=num_clients, lr=0.1, known_p=known_p).for_model(
+        [np.zeros(DIM, np.float32)]
+    )
+
+
+def test_known_p_t_weighs_by_the_current_rounds_probability() -> None:
+    """Staircase, P = 2, low 1/2, p = (1/2, 1/4): p^1 = (1/2, 1/4), p^2 = (1/4, 1/8)
+    (their mean (3/8, 3/16) would give w_2 = 20/3, w_3 = 23/3). N = 2, w_1 = 0.
+    Round 1: clients 0, 1 return 1, 2: w_2 = 0 - (2 (0 - 1) + 4 (0 - 2)) / 2 = 5.
+    Round 2: client 1 returns 6, weight 1 / p_1^2 = 8: w_3 = 5 - 8 (5 - 6) / 2 = 9."""
+    law = NonStationaryLaw(np.array([0.5, 0.25]), "staircase", period=2, low=0.5)
+    c = fedavg_is(2, law)
+    out = c.aggregate(
+        c.init([np.zeros(DIM, np.float32)]),
+        1,
+        [vector_reply(0, np.ones(DIM)), vector_reply(1, np.full(DIM, 2.0))],
+        1,
+    )
+    assert out.state.w.tolist() == [5.0] * DIM and out.diagnostics["mean-weight"] == 3.0
+    out = c.aggregate(out.state, 2, [vector_reply(1, np.full(DIM, 6.0))], 1)
+    assert out.state.w.tolist() == [9.0] * DIM and out.diagnostics["mean-weight"] == 8.0
+
+
+def test_a_constant_law_per_round_is_the_stationary_known_p_bit_for_bit() -> None:
+    p = np.array([0.9, 0.35, 0.6])
+    fixed, per_round = fedavg_is(3, p), fedavg_is(3, lambda server_round: p)
+    a, b = fixed.init([np.ones(DIM, np.float32)]), per_round.init([np.ones(DIM, np.float32)])
+    rng = np.random.default_rng(0)
+    for t, active in enumerate([[0, 1, 2], [1], [], [0, 2]], start=1):
+        replies = [vector_reply(i, a.w + rng.standard_normal(DIM)) for i in active]
+        a = fixed.aggregate(a, t, replies, 1).state
+        b = per_round.aggregate(b, t, replies, 1).state
+        assert a.w.tobytes() == b.w.tobytes()
+    assert isinstance(fixed.known_p, np.ndarray)  # a stationary law stays the array
+
+
+def test_a_client_cut_to_zero_may_be_absent_but_not_active() -> None:
+    """Interleaved sine at t = 0 (round 1): g = 0.7, p g = (0.084, 0.35): client 0 is
+    cut (p_0^1 = 0 < delta_0 = 0.1); client 1 alone is weighed 1 / 0.35."""
+    law = NonStationaryLaw(np.array([0.12, 0.5]), "interleaved-sine")
+    c = fedavg_is(2, law)
+    state = c.init([np.zeros(DIM, np.float32)])
+    out = c.aggregate(state, 1, [vector_reply(1, np.ones(DIM))], 1)
+    np.testing.assert_allclose(out.state.w, 1 / 0.35 / 2, rtol=1e-6)
+    with pytest.raises(ValueError, match=r"client 0 is active in round 1 with p_i\^t = 0"):
+        c.aggregate(state, 1, [vector_reply(0, np.ones(DIM))], 1)
+
+
+def test_a_bad_per_round_law_is_refused() -> None:
+    c = fedavg_is(2, lambda server_round: np.array([0.5, 1.5]))
+    with pytest.raises(ValueError, match=r"oracle-informed p in round 4: need 2 probabilities"):
+        c.aggregate(c.init([np.zeros(DIM, np.float32)]), 4, [vector_reply(0, np.ones(DIM))], 1)
