@@ -71,7 +71,8 @@ def test_unknown_key_in_section(scenario_dict) -> None:
     scenario_dict["training"]["learning_rate"] = 0.1
     msg = build_error(scenario_dict)
     assert "training.learning_rate: unknown key" in msg
-    assert "batch_size, device, drop_last, local_epochs, local_steps, lr, weight_decay" in msg
+    allowed = "batch_size, device, drop_last, local_epochs, local_steps, lr, lr_schedule, "
+    assert allowed + "weight_decay" in msg
 
 
 @pytest.mark.parametrize(
@@ -96,6 +97,14 @@ def test_literal_field_lists_allowed_values(scenario_dict) -> None:
     msg = build_error(scenario_dict)
     assert "data.dataset" in msg and "'imagenet'" in msg
     assert "fashion-mnist, mnist, cifar10, svhn, gaussian2d" in msg
+
+
+def test_an_unknown_lr_schedule_is_named_with_the_allowed_ones(scenario_dict) -> None:
+    assert scenario_from_dict(scenario_dict).training.lr_schedule == "constant"
+    scenario_dict["training"]["lr_schedule"] = "cosine"
+    assert build_error(scenario_dict) == (
+        "training.lr_schedule: 'cosine' is not allowed; allowed values: constant, inv-sqrt"
+    )
 
 
 @pytest.mark.parametrize(
