@@ -263,10 +263,11 @@ class Scenario:
     # -------------------------------------------------------------- conveniences
     def to_dict(self) -> dict[str, Any]:
         out = _plain(dataclasses.asdict(self))
-        if out["training"]["device"] == "cpu":
-            # The default is left out: run folders (scenario.yaml, fingerprints) written
-            # before the setting existed still match their scenarios.
-            del out["training"]["device"]
+        # Defaults of settings added later are left out: run folders (scenario.yaml,
+        # fingerprints) written before the setting existed still match their scenarios.
+        for key, default in (("device", "cpu"), ("lr_schedule", "constant")):
+            if out["training"][key] == default:
+                del out["training"][key]
         return out
 
     def variants(self) -> list[tuple[str, Scenario]]:

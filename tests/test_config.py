@@ -18,6 +18,7 @@ from fedram_flwr.config import (
     read_scenario_file,
 )
 from fedram_flwr.registry import algorithm_params, load_scenario, oracle_params, scenario_from_dict
+from fedram_flwr.rundir import scenario_fingerprint
 from tests.helpers import scenario_error
 
 
@@ -279,3 +280,16 @@ def test_default_device_is_left_out_of_the_resolved_scenario(scenario_dict) -> N
     resolved = scenario_from_dict(scenario_dict)
     assert resolved.training.device == "cuda" and resolved.to_dict()["training"]["device"] == "cuda"
     assert scenario_from_dict(resolved.to_dict()).training.device == "cuda"
+
+
+def test_default_lr_schedule_is_left_out_of_the_resolved_scenario(scenario_dict) -> None:
+    """Fingerprints of runs recorded before ``training.lr_schedule`` existed stay valid."""
+    before = scenario_fingerprint(scenario_from_dict(scenario_dict).to_dict(), 0)
+    assert "lr_schedule" not in scenario_from_dict(scenario_dict).to_dict()["training"]
+    scenario_dict["training"]["lr_schedule"] = "constant"  # spelled out: the same run
+    assert scenario_fingerprint(scenario_from_dict(scenario_dict).to_dict(), 0) == before
+    scenario_dict["training"]["lr_schedule"] = "inv-sqrt"
+    resolved = scenario_from_dict(scenario_dict)
+    assert resolved.to_dict()["training"]["lr_schedule"] == "inv-sqrt"
+    assert scenario_from_dict(resolved.to_dict()).training.lr_schedule == "inv-sqrt"
+    assert scenario_fingerprint(resolved.to_dict(), 0) != before
