@@ -43,7 +43,8 @@ class ERMClient(NumPyClient):
 
     Fit config: ``server-round`` (seeds the batch order from (seed, round, id)),
     optionally ``lr``, ``local-epochs``, ``batch-size`` overriding the defaults.
-    ``drop_last``: ``training.drop_last`` (see ``local_sgd``). ``state`` is the client's
+    ``drop_last``: ``training.drop_last`` (see ``local_sgd``); ``lr_schedule``:
+    ``training.lr_schedule`` (see :mod:`fedram_flwr.lr_schedule`). ``state`` is the client's
     persistent ``Context.state`` (Flower re-creates client objects; what must survive
     between rounds lives there). ``x``, ``y``: arrays, or tensors already on the model's
     device (:meth:`~fedram_flwr.experiment.Experiment.client_data`); ``model`` may be
@@ -68,13 +69,14 @@ class ERMClient(NumPyClient):
         weight_decay: float = 0.0,
         drop_last: bool = False,
         state: RecordDict | None = None,
+        lr_schedule: str = "constant",
     ) -> None:
         self.partition_id = partition_id
         self.model = model
         self.x, self.y = x, y
         self.lr, self.local_epochs, self.batch_size = lr, local_epochs, batch_size
         self.local_steps, self.weight_decay = local_steps, weight_decay
-        self.drop_last = drop_last
+        self.drop_last, self.lr_schedule = drop_last, lr_schedule
         self.seed = seed
         self.state = RecordDict() if state is None else state
 
@@ -98,6 +100,7 @@ class ERMClient(NumPyClient):
             self.local_epochs,
             self.local_steps,
             self.weight_decay,
+            self.lr_schedule,
         )
 
     def get_properties(self, config: dict[str, Scalar]) -> dict[str, Scalar]:

@@ -185,6 +185,9 @@ class TrainingConfig:
     # True: it is dropped, as the FedAR/MIFA/FedVARP/FedAU authors' code does (for a
     # client with few examples under 1/p_i weighting, that step adds update variance).
     drop_last: bool = False
+    # The local step size over rounds: constant, or FedAWE's inv-sqrt eta_0 / sqrt(t/10 + 1)
+    # with t = round - 1 (FedAWE App. J, Table 6; fedram_flwr.lr_schedule).
+    lr_schedule: Literal["constant", "inv-sqrt"] = "constant"
     # Where clients train and the server evaluates: cpu, cuda (an NVIDIA GPU), or auto
     # (cuda where torch sees one, else cpu). Data and models stay on it; GPU arithmetic
     # rounds differently from the CPU's (results agree to a tolerance, not bit for bit).
@@ -269,10 +272,11 @@ class Scenario:
     # -------------------------------------------------------------- conveniences
     def to_dict(self) -> dict[str, Any]:
         out = _plain(dataclasses.asdict(self))
-        if out["training"]["device"] == "cpu":
-            # The default is left out: run folders (scenario.yaml, fingerprints) written
-            # before the setting existed still match their scenarios.
-            del out["training"]["device"]
+        # Defaults of settings added later are left out: run folders (scenario.yaml,
+        # fingerprints) written before the setting existed still match their scenarios.
+        for key, default in (("device", "cpu"), ("lr_schedule", "constant")):
+            if out["training"][key] == default:
+                del out["training"][key]
         return out
 
     def variants(self) -> list[tuple[str, Scenario]]:

@@ -209,4 +209,5 @@ class Experiment:
             weight_decay=t.weight_decay,
             drop_last=t.drop_last,
             state=state,
+            lr_schedule=t.lr_schedule,
         )

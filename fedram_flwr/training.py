@@ -18,6 +18,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from fedram_flwr.lr_schedule import scheduled_lr
 from fedram_flwr.models import on_device, set_weights
 from fedram_flwr.protocol import (
     BATCH_SIZE,
@@ -327,8 +328,10 @@ class LocalRun:
 @dataclass
 class LocalTrainer:
     """One client's local training: its torch model, its data, its default step size,
-    epochs (or ``local_steps`` steps) and weight decay. The round's train config may
-    override ``lr`` (FedAR's eta_t, or a Flower app's ``lr``) and ``local-epochs``."""
+    epochs (or ``local_steps`` steps), weight decay and step-size schedule
+    (``training.lr_schedule``, :func:`~fedram_flwr.lr_schedule.scheduled_lr`, on the
+    round's ``server-round``). The round's train config may override ``lr`` (FedAR's eta_t,
+    or a Flower app's ``lr``) and ``local-epochs``."""
 
     model: nn.Module
     data: ClientData
@@ -337,6 +340,7 @@ class LocalTrainer:
     local_epochs: int = 1
     local_steps: int | None = None
     weight_decay: float = 0.0
+    lr_schedule: str = "constant"
 
     @property
     def num_examples(self) -> int:
@@ -356,7 +360,7 @@ class LocalTrainer:
                 f"no learning rate: the train config has no '{LR}' and none was given: "
                 f"pass lr=... or send '{LR}' in the strategy's train config"
             )
-        lr = float(config.get(LR, self.lr))
+        lr = scheduled_lr(float(config.get(LR, self.lr)), self.lr_schedule, config)
         start = time.perf_counter()
         loss, steps = sgd_passes(
             self.model,

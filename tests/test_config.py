@@ -18,6 +18,7 @@ from fedram_flwr.config import (
     read_scenario_file,
 )
 from fedram_flwr.registry import algorithm_params, load_scenario, oracle_params, scenario_from_dict
+from fedram_flwr.rundir import scenario_fingerprint
 from tests.helpers import scenario_error
 
 
@@ -71,7 +72,8 @@ def test_unknown_key_in_section(scenario_dict) -> None:
     scenario_dict["training"]["learning_rate"] = 0.1
     msg = build_error(scenario_dict)
     assert "training.learning_rate: unknown key" in msg
-    assert "batch_size, device, drop_last, local_epochs, local_steps, lr, weight_decay" in msg
+    allowed = "batch_size, device, drop_last, local_epochs, local_steps, lr, lr_schedule, "
+    assert allowed + "weight_decay" in msg
 
 
 @pytest.mark.parametrize(
@@ -96,6 +98,14 @@ def test_literal_field_lists_allowed_values(scenario_dict) -> None:
     msg = build_error(scenario_dict)
     assert "data.dataset" in msg and "'imagenet'" in msg
     assert "fashion-mnist, mnist, cifar10, svhn, cinic10, gaussian2d" in msg
+
+
+def test_an_unknown_lr_schedule_is_named_with_the_allowed_ones(scenario_dict) -> None:
+    assert scenario_from_dict(scenario_dict).training.lr_schedule == "constant"
+    scenario_dict["training"]["lr_schedule"] = "cosine"
+    assert build_error(scenario_dict) == (
+        "training.lr_schedule: 'cosine' is not allowed; allowed values: constant, inv-sqrt"
+    )
 
 
 @pytest.mark.parametrize(
@@ -270,3 +280,16 @@ def test_default_device_is_left_out_of_the_resolved_scenario(scenario_dict) -> N
     resolved = scenario_from_dict(scenario_dict)
     assert resolved.training.device == "cuda" and resolved.to_dict()["training"]["device"] == "cuda"
     assert scenario_from_dict(resolved.to_dict()).training.device == "cuda"
+
+
+def test_default_lr_schedule_is_left_out_of_the_resolved_scenario(scenario_dict) -> None:
+    """Fingerprints of runs recorded before ``training.lr_schedule`` existed stay valid."""
+    before = scenario_fingerprint(scenario_from_dict(scenario_dict).to_dict(), 0)
+    assert "lr_schedule" not in scenario_from_dict(scenario_dict).to_dict()["training"]
+    scenario_dict["training"]["lr_schedule"] = "constant"  # spelled out: the same run
+    assert scenario_fingerprint(scenario_from_dict(scenario_dict).to_dict(), 0) == before
+    scenario_dict["training"]["lr_schedule"] = "inv-sqrt"
+    resolved = scenario_from_dict(scenario_dict)
+    assert resolved.to_dict()["training"]["lr_schedule"] == "inv-sqrt"
+    assert scenario_from_dict(resolved.to_dict()).training.lr_schedule == "inv-sqrt"
+    assert scenario_fingerprint(resolved.to_dict(), 0) != before

@@ -148,6 +148,7 @@ LAYERS = (
     "fedram_flwr.config",
     "fedram_flwr.data",
     "fedram_flwr.models",
+    "fedram_flwr.lr_schedule",
     "fedram_flwr.training",
     "fedram_flwr.evaluation",
     "fedram_flwr.strategies",

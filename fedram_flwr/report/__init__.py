@@ -1,6 +1,7 @@
 """Turn a folder of run directories into the papers' tables (mean ± std over seeds) and
 figures: ``report.md`` and PNGs beside it. The folder is read once into a
-:class:`RunSet`; :mod:`.tables` and :mod:`.figures` work on it."""
+:class:`RunSet`; :mod:`.tables`, :mod:`.last_rounds` (FedAWE's Table 2, added when runs
+have ``availability.params.dynamics``) and :mod:`.figures` work on it."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from fedram_flwr.report.figures import (
     plot_group_weights_by_variant,
     plot_train_loss,
 )
+from fedram_flwr.report.last_rounds import last_rounds_table
 from fedram_flwr.report.runs import OPTIONAL_STATS, Run, RunSet
 from fedram_flwr.report.tables import (
     client_accuracy_table,
@@ -50,6 +52,8 @@ def write_report(root: str | Path) -> Path:
         text += [f"\n## {title}\n", markdown_table(rs, stat)]
         if grid and len(runs) > 2:
             text += ["\nPaper layout:\n", pivot_table(rs, swept[1], swept[0], stat)]
+    if table := last_rounds_table(rs):  # runs under non-stationary availability
+        text += ["\n## Last rounds by availability dynamics (FedAWE Table 2)\n", table]
     names = {rs.split(v)[1] for v in runs}
     if "fedar" in names and len(names) > 1:
         for key in ("accuracy", "train-loss"):
