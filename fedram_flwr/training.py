@@ -19,7 +19,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from fedram_flwr.lr_schedule import scheduled_lr
-from fedram_flwr.models import on_device, set_weights
+from fedram_flwr.models import SeededDropout, on_device, seed_dropout, set_weights
 from fedram_flwr.protocol import (
     BATCH_SIZE,
     LOCAL_EPOCHS,
@@ -361,6 +361,11 @@ class LocalTrainer:
                 f"pass lr=... or send '{LR}' in the strategy's train config"
             )
         lr = scheduled_lr(float(config.get(LR, self.lr)), self.lr_schedule, config)
+        if any(isinstance(m, SeededDropout) for m in self.model.modules()):
+            # Masks from the (seed, round, client) stream, not from the shared model's past.
+            seed = getattr(self.data, "seed", 0)
+            rnd = int(config.get(SERVER_ROUND, 0))
+            seed_dropout(self.model, stream("dropout-masks", seed, rnd, self.partition_id))
         start = time.perf_counter()
         loss, steps = sgd_passes(
             self.model,

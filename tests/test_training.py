@@ -193,3 +193,25 @@ def test_trainer_on_tensors_is_a_plain_loop_bit_for_bit() -> None:
         sgd_step(params, 0.1, 0.01)
     assert run.steps == 5 and run.metrics[TRAIN_LOSS] == float(np.mean(losses))
     assert all(np.array_equal(a, b) for a, b in zip(get_weights(model), get_weights(reference)))
+
+
+def test_dropout_masks_come_from_the_seed_round_client_stream() -> None:
+    """CINIC-10's CNN draws dropout masks: a client's update at (seed, round, id) is the
+    same whatever the shared client model trained before, and another round differs."""
+    rng = np.random.default_rng(0)
+    x = rng.random((16, 3, 32, 32), dtype=np.float32)
+    y = rng.integers(0, 10, 16)
+    model = build_model("fedawe-cnn-cinic10", (3, 32, 32), 10, seed=0)
+    theta = get_weights(model)
+    data = ArrayData(x, y, batch_size=8, seed=5, partition_id=1)
+    trainer = LocalTrainer(model, data, 1, 0.1, local_steps=2)
+
+    def update(server_round: int) -> list[np.ndarray]:
+        trainer.train(theta, {SERVER_ROUND: server_round})
+        return get_weights(trainer.model)
+
+    first = update(3)
+    other = update(4)  # advances every generator the model holds
+    again = update(3)
+    assert all(np.array_equal(a, b) for a, b in zip(first, again))
+    assert not all(np.array_equal(a, b) for a, b in zip(first, other))
