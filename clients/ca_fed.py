@@ -69,9 +69,10 @@ def fit_ca_fed(
 ) -> FitResult:
     """ERM local training (eq. 2) that also returns F_k^(t) = F_k(w_{t,0}, B_{t,0}),
     the mean loss of its first mini-batch at the received model, as the fit metric
-    ``received-loss``. That value is the first SGD step's own forward pass, observed
-    (the gradient is scaled by exactly 1.0, so training is bit-identical to ERM's): the
-    report costs no extra computation. It is the data loss: a ridge penalty given as
+    ``received-loss``. That value is the first SGD step's own forward pass, read from
+    the losses local SGD copies to the host once (``losses`` of
+    :func:`~fedram_flwr.training.sgd_passes`; training is ERM's, op for op): the report
+    costs no extra computation. It is the data loss: a ridge penalty given as
     ``training.weight_decay`` (CA-Fed Sec. V-A b) acts in SGD's step and is not in it;
     (mu/2)||w_t||^2 is the same for every client of round t, but F_hat* compares
     rounds, so F_hat - F_hat* omits (mu/2)(||w_t||^2 - ||w_s||^2).
@@ -84,12 +85,7 @@ def fit_ca_fed(
         else {}
     )
     seen: list[float] = []
-
-    def observe(loss: float) -> float:
-        seen.append(loss)
-        return 1.0
-
-    metrics = trainer.train(parameters, config, batch_weight=observe).metrics
+    metrics = trainer.train(parameters, config, losses=seen).metrics
     return (
         get_weights(trainer.model),
         trainer.num_examples,

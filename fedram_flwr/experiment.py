@@ -104,17 +104,21 @@ class Experiment:
         return model.to(self.device)
 
     @cached_property
-    def _shared_model(self) -> tuple[nn.Module, list[torch.Tensor]]:
+    def _shared_model(self) -> tuple[nn.Module, list[torch.Tensor], list[torch.Tensor]]:
+        """(the model, its state tensors, copies of their initial values): the state
+        tensors stay the model's (everything writes them in place), so they are
+        listed once instead of by a ``state_dict()`` traversal per client."""
         model = self.new_model()
-        return model, [v.clone() for v in model.state_dict().values()]
+        state = list(model.state_dict().values())
+        return model, state, [v.clone() for v in state]
 
     @torch.no_grad()
     def client_model(self) -> nn.Module:
         """The one model object the clients built here share (a process runs one client
         at a time; each loads the received weights before it trains), reset to the
         seeded initial weights, as :meth:`new_model` would build it, at a copy's cost."""
-        model, initial = self._shared_model
-        for v, w in zip(model.state_dict().values(), initial):
+        model, state, initial = self._shared_model
+        for v, w in zip(state, initial):
             v.copy_(w)
         return model
 

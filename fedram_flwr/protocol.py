@@ -129,7 +129,7 @@ def split_model_control(arrays: Sequence[np.ndarray]) -> tuple[Arrays, Arrays]:
 
 # ---------------------------------------------------- arrays as bytes (Flower's format)
 _NPY_HEADERS: dict[tuple[str, tuple[int, ...]], bytes] = {}
-_NPY_LAYOUTS: dict[bytes, tuple[np.dtype, tuple[int, ...]]] = {}
+_NPY_LAYOUTS: dict[bytes, tuple[np.dtype, tuple[int, ...], int]] = {}
 
 
 def npy_bytes(array: np.ndarray) -> bytes:
@@ -148,7 +148,8 @@ def npy_bytes(array: np.ndarray) -> bytes:
 
 def npy_array(data: bytes) -> np.ndarray:
     """Inverse of :func:`npy_bytes` (Flower's ``bytes_to_ndarray``: the same values, a
-    fresh writable array), the header parsed once per distinct header."""
+    fresh writable array), the header parsed (and the element count taken) once per
+    distinct header."""
     major = data[6] if data[:6] == b"\x93NUMPY" else 0
     if major not in (1, 2, 3):
         return _np_load(data)
@@ -159,9 +160,8 @@ def npy_array(data: bytes) -> np.ndarray:
         probe = _np_load(data)
         if probe.dtype.hasobject or (probe.flags.f_contiguous and not probe.flags.c_contiguous):
             return probe
-        _NPY_LAYOUTS[header] = (probe.dtype, probe.shape)
-    dtype, shape = _NPY_LAYOUTS[header]
-    count = int(np.prod(shape, dtype=np.int64))
+        _NPY_LAYOUTS[header] = (probe.dtype, probe.shape, probe.size)
+    dtype, shape, count = _NPY_LAYOUTS[header]
     return np.frombuffer(data, dtype, count=count, offset=offset).reshape(shape).copy()
 
 

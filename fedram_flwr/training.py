@@ -48,6 +48,7 @@ def sgd_passes(
     batch_weight: Callable[[float], float] | None = None,
     weight_decay: float = 0.0,
     grad_offset: Sequence[torch.Tensor] | None = None,
+    losses: list[float] | None = None,
 ) -> tuple[float, int]:
     """``epochs`` passes of mini-batch SGD on the mean cross-entropy f_b of each batch; or,
     when ``steps`` is given, exactly ``steps`` steps (FedAR Sec. 6.1: K local steps),
@@ -60,7 +61,10 @@ def sgd_passes(
     :func:`sgd_step`. Runs where the model and the batches are; the losses stay there
     until one host copy at the end (on a GPU: one sync per fit, not one per step).
     Returns the mean mini-batch loss of the last pass (of all ``steps`` steps) and the
-    number of steps taken (K).
+    number of steps taken (K). ``losses``, when given, is extended with every step's
+    mini-batch loss in step order (each as ``loss.item()`` gives it, from the same one
+    host copy): CA-Fed's first-batch loss without a ``batch_weight`` (whose
+    ``loss.item()`` and extra product per step cost ~25 us each).
     """
     if steps is None and epochs < 1:
         raise ValueError(f"local-epochs must be >= 1, got {epochs}")
@@ -68,7 +72,7 @@ def sgd_passes(
     if grad_offset is not None:
         grad_offset = [o.to(p.device) for p, o in zip(params, grad_offset, strict=True)]
     model.train()
-    losses: list[torch.Tensor] = []
+    step_losses: list[torch.Tensor] = []
     taken = 0
     for _ in range(epochs) if steps is None else itertools.count():
         pass_losses: list[torch.Tensor] = []
@@ -87,12 +91,14 @@ def sgd_passes(
             taken += 1
         if not pass_losses:
             raise ValueError("local training: a pass over the client's data gave no mini-batch")
-        losses += pass_losses
+        step_losses += pass_losses
         if taken == steps:
             break
     # One host copy of the float32 losses, averaged in float64 as each loss.item() was.
-    values = torch.stack(losses if steps is not None else pass_losses).cpu().tolist()
-    return float(np.mean(values)), taken
+    values = torch.stack(step_losses).cpu().tolist()
+    if losses is not None:
+        losses += values
+    return float(np.mean(values if steps is not None else values[-len(pass_losses) :])), taken
 
 
 def array_pass(
@@ -352,8 +358,10 @@ class LocalTrainer:
         config: Mapping[str, Any],
         batch_weight: Callable[[float], float] | None = None,
         grad_offset: Sequence[torch.Tensor] | None = None,
+        losses: list[float] | None = None,
     ) -> LocalRun:
-        """Load theta into the model and run :func:`sgd_passes` on the round's passes."""
+        """Load theta into the model and run :func:`sgd_passes` on the round's passes
+        (``losses``: extended with every step's loss, see there)."""
         set_weights(self.model, theta)
         if config.get(LR, self.lr) is None:
             raise ValueError(
@@ -376,6 +384,7 @@ class LocalTrainer:
             batch_weight=batch_weight,
             weight_decay=self.weight_decay,
             grad_offset=grad_offset,
+            losses=losses,
         )
         seconds = time.perf_counter() - start
         metrics = {PARTITION_ID: self.partition_id, TRAIN_LOSS: loss, TRAIN_SECONDS: seconds}

@@ -23,12 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-from flwr.common import (
-    FitIns,
-    NDArrays,
-    Parameters,
-    parameters_to_ndarrays,
-)
+from flwr.common import FitIns, NDArrays, Parameters
 from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 from numpy.typing import ArrayLike
@@ -48,7 +43,7 @@ from fedram_flwr.strategies.availability_estimates import (
     transition_counts,
     transition_matrix_hat,
 )
-from fedram_flwr.strategies.base import CoreStrategy
+from fedram_flwr.strategies.base import CoreStrategy, to_arrays
 from fedram_flwr.strategies.core import Core, Outcome
 
 __all__ = [
@@ -377,7 +372,7 @@ class AvailabilityAwareStrategy(CoreStrategy):
     def configure_fit(
         self, server_round: int, parameters: Parameters, client_manager: ClientManager
     ) -> list[tuple[ClientProxy, FitIns]]:
-        self.state = replace(self.state, theta=parameters_to_ndarrays(parameters))
+        self.state = replace(self.state, theta=to_arrays(parameters))
         return super().configure_fit(server_round, parameters, client_manager)
 
 

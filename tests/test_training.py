@@ -215,3 +215,21 @@ def test_dropout_masks_come_from_the_seed_round_client_stream() -> None:
     again = update(3)
     assert all(np.array_equal(a, b) for a, b in zip(first, again))
     assert not all(np.array_equal(a, b) for a, b in zip(first, other))
+
+
+@pytest.mark.parametrize("kwargs", [{"epochs": 2}, {"steps": 5}])
+def test_losses_are_every_step_loss_and_change_nothing(kwargs) -> None:
+    # ``losses`` gives what a batch_weight sees (loss.item() of every step, in order);
+    # the model and the returned mean are those of a run without it.
+    x, y = problem()
+    seen, out, models = [], [], []
+    for extra in ({"batch_weight": lambda f: seen.append(f) or 1.0}, {"losses": out}):
+        model = build_model("logreg", (2,), 3, seed=0)
+        data = ArrayData(x, y, batch_size=4, seed=0, partition_id=0)
+        mean, steps = sgd_passes(model, data.passes({}), lr=0.1, **{"epochs": 1, **kwargs}, **extra)
+        models.append((get_weights(model), mean, steps))
+    assert out == seen and len(out) == models[0][2] == (6 if "epochs" in kwargs else 5)
+    (wa, ma, _), (wb, mb, _) = models
+    assert ma == mb and all(np.array_equal(a, b) for a, b in zip(wa, wb))
+    # the mean: of the last pass (epochs), of all steps (steps)
+    assert mb == pytest.approx(np.mean(out[-3:] if "epochs" in kwargs else out), abs=0)

@@ -6,8 +6,9 @@ the strategy too, saving a checkpoint every K rounds and able to resume after on
 the rounds with the scenario's Strategy and oracle (ClientManager); each client is an
 ``InProcessClientProxy`` that builds the NumPyClient through ``client_fn(context)`` on
 every call, like Flower's engines, with one persistent ``Context`` per partition. No
-Ray, no network. Clients run one after another (Flower's executor with one worker) and
-torch uses one intra-op thread: a round of 55 logistic-regression clients of 5 steps
+Ray, no network. Clients run one after another in the server's thread (one worker:
+:func:`~fedram_flwr.engines.server.fit_clients_in_turn`) and torch uses one intra-op
+thread: a round of 55 logistic-regression clients of 5 steps
 costs ~15% less CPU than with Flower's default pool of threads contending for the GIL,
 and the results are the same (strategies aggregate in partition order).
 """

@@ -17,9 +17,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+from flwr.common import Code, FitRes, Parameters, Status
 
 from fedram_flwr.config import Scenario
 from fedram_flwr.engines import run_in_process
+from fedram_flwr.engines.server import fit_clients_in_turn
 from fedram_flwr.experiment import Experiment
 from fedram_flwr.models import get_weights
 from fedram_flwr.protocol import LR, SERVER_ROUND
@@ -124,3 +126,34 @@ def test_fedvarp_keeps_the_model_in_empty_rounds(tmp_path: Path) -> None:
         np.testing.assert_array_equal(a, b)
     moved = flat(finals["mifa", len(TRACE)]) - flat(finals["mifa", last])
     assert math.isfinite(np.linalg.norm(moved)) and np.linalg.norm(moved) > 0
+
+
+class FakeProxy:
+    """A client proxy whose ``fit`` replies with ``code`` or raises."""
+
+    def __init__(self, cid: str, code: Any = None, error: BaseException | None = None) -> None:
+        self.cid, self.code, self.error, self.calls = cid, code, error, []
+
+    def fit(self, ins: Any, timeout: float | None, group_id: int) -> Any:
+        self.calls.append((ins, timeout, group_id))
+        if self.error is not None:
+            raise self.error
+        return FitRes(Status(self.code, ""), Parameters([], ""), 1, {})
+
+
+def test_clients_in_turn_sort_results_and_failures_as_flowers_pool() -> None:
+    # OK replies are results in instruction order; another status or an exception is
+    # a failure (Flower's _handle_finished_future_after_fit); an interrupt is not caught.
+    err = RuntimeError("client broke")
+    proxies = [
+        FakeProxy("0", Code.OK),
+        FakeProxy("1", error=err),
+        FakeProxy("2", Code.FIT_NOT_IMPLEMENTED),
+        FakeProxy("3", Code.OK),
+    ]
+    results, failures = fit_clients_in_turn([(p, f"ins{p.cid}") for p in proxies], 5.0, 7)
+    assert [p.cid for p, _ in results] == ["0", "3"]
+    assert failures[0] is err and failures[1][0] is proxies[2] and len(failures) == 2
+    assert all(p.calls == [(f"ins{p.cid}", 5.0, 7)] for p in proxies)
+    with pytest.raises(KeyboardInterrupt):
+        fit_clients_in_turn([(FakeProxy("4", error=KeyboardInterrupt()), None)], None, 1)
