@@ -262,11 +262,16 @@ def test_killed_supernode_container_run_finishes_without_it(stack: Stack, tmp_pa
     rows = round_rows(run)
     assert len(rows) == 6 and killed_after < 6
     assert all(r["relayed"] == [0, 1, 2] for r in rows[:2])
-    # Once killed, partition 2 fails at most once (an instruction already sent) and is
-    # then never relayed again; the last round runs on the two survivors.
+    # Once killed, partition 2 is never relayed again. It fails while the SuperLink still
+    # counts it connected (until its heartbeat expires: one round, or more on a loaded
+    # machine: twice at load ~10 in session 8), then leaves for good; the last round runs
+    # on the two survivors.
     after = rows[killed_after - 1 :]
-    assert sum(r["failed"] == [2] for r in after) <= 1
     assert all(2 not in r["relayed"] for r in after[1:])
+    assert all(r["failed"] in ([], [2]) for r in after)
+    assert all(2 in r["connected"] for r in after if r["failed"] == [2])
+    gone = [2 not in r["connected"] for r in after]
+    assert gone == sorted(gone)  # once out of the connected set, it never comes back
     assert rows[-1]["relayed"] == rows[-1]["connected"] == [0, 1]
     # Nothing the server aggregated was lost: the same participation in-process.
     trace = tmp_path / "relayed.json"
