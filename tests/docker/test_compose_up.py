@@ -262,17 +262,16 @@ def test_killed_supernode_container_run_finishes_without_it(stack: Stack, tmp_pa
     rows = round_rows(run)
     assert len(rows) == 6 and killed_after < 6
     assert all(r["relayed"] == [0, 1, 2] for r in rows[:2])
-    # Once killed, partition 2 is never relayed again. It fails while the SuperLink still
-    # counts it connected (until its heartbeat expires: one round, or more on a loaded
-    # machine: twice at load ~10 in session 8), then leaves for good; the last round runs
-    # on the two survivors.
+    # Once killed, partition 2 is never relayed again. Each failure leaves it out for
+    # retry_after = 2 rounds; then, if the SuperLink still lists it (its heartbeats expire
+    # within 60 s, longer than 3 rounds on a loaded machine: it failed twice at load ~10 in
+    # session 8), it is asked again and fails again. The last round runs on the survivors.
     after = rows[killed_after - 1 :]
     assert all(2 not in r["relayed"] for r in after[1:])
     assert all(r["failed"] in ([], [2]) for r in after)
-    assert all(2 in r["connected"] for r in after if r["failed"] == [2])
-    gone = [2 not in r["connected"] for r in after]
-    assert gone == sorted(gone)  # once out of the connected set, it never comes back
-    assert rows[-1]["relayed"] == rows[-1]["connected"] == [0, 1]
+    fails = [i for i, r in enumerate(after) if r["failed"] == [2]]
+    assert all(b - a > 2 for a, b in zip(fails, fails[1:]))
+    assert rows[-1]["relayed"] == [0, 1]  # connected may still list 2 if asked again
     # Nothing the server aggregated was lost: the same participation in-process.
     trace = tmp_path / "relayed.json"
     trace.write_text(json.dumps([r["relayed"] for r in rows]))
