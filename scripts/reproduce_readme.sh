@@ -112,3 +112,10 @@ cp "$OUT/rcfl_alpha_p/$rc/report.md" docs/results/rcfl/alpha034_kappa5/
 cp "$OUT/rcfl_fashion_mnist_kappa1/report.md" "$OUT/rcfl_fashion_mnist_kappa1/client_test_accuracy.png" \
   docs/results/rcfl/kappa1/
 cp "$OUT/rcfl_alpha_p/rcfl_fashion_mnist_kappa1/report.md" docs/results/rcfl/alpha034_kappa1/
+# FedAWE Table 2 (issue 17) on Fashion-MNIST, scaled down (docs/fedawe.md): 8 algorithms x 4
+# dynamics x 3 seeds at 100 rounds, two runs at a time on a private local Ray (~60 min on
+# the 2 shared cores).
+fa=fedawe_table2_fashion_mnist
+OMP_NUM_THREADS=1 .venv/bin/fedram run "scenarios/$fa.yaml" --ray --out "$OUT" >/dev/null
+mkdir -p docs/results/fedawe_table2
+cp "$OUT/$fa/report.md" docs/results/fedawe_table2/
