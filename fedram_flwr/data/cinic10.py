@@ -12,11 +12,12 @@ testing ``test/``, as in the paper; ``valid/`` is not read.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
-from fedram_flwr.data.files import DatasetNotFoundError, writable_folder
+from fedram_flwr.data.files import DatasetNotFoundError, fetch_into
 
 CINIC10_URL = "https://datashare.ed.ac.uk/bitstream/handle/10283/3192/CINIC-10.tar.gz"
 CINIC10_FOLDER = "CINIC-10"
@@ -74,18 +75,15 @@ def load_cinic10(root: Path, train: bool) -> tuple[np.ndarray, np.ndarray]:
 
     folder, split = root / CINIC10_FOLDER, "train" if train else "test"
     if not has_split(folder, split):
-        writable_folder(folder, "cinic10")
-        try:
-            utils.download_and_extract_archive(CINIC10_URL, folder, remove_finished=True)
-        except Exception as err:  # noqa: BLE001 - any download failure means "not here"
-            raise DatasetNotFoundError(
-                f"cinic10 not found under {folder} and the download from {CINIC10_URL} "
-                f"failed ({err.__class__.__name__}). To get it: download that archive on a "
-                f"machine with internet and unpack it into {folder} (it holds train/, "
-                f"valid/ and test/, one folder per class of 32x32 PNGs); remove a partial "
-                f"CINIC-10.tar.gz left there. Set data.root or $FEDRAM_DATA to use another "
-                "folder."
-            ) from err
+        download = partial(
+            utils.download_and_extract_archive, CINIC10_URL, folder, remove_finished=True
+        )
+        how = (
+            f"download {CINIC10_URL} on a machine with internet and unpack it into {folder} "
+            "(it holds train/, valid/ and test/, one folder per class of 32x32 PNGs); "
+            "remove a partial CINIC-10.tar.gz left there"
+        )
+        fetch_into(folder, "cinic10", download, how)
         if not has_split(folder, split):
             raise DatasetNotFoundError(
                 f"cinic10: the archive from {CINIC10_URL} unpacked into {folder} has no "

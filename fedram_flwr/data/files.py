@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -24,3 +25,17 @@ def writable_folder(folder: Path, name: str) -> None:
             f"({err.strerror}: {err.filename}). Set data.root or $FEDRAM_DATA to a folder "
             "that holds the files or can be written."
         ) from None
+
+
+def fetch_into(folder: Path, name: str, fetch: Callable[[], object], how_to_get: str) -> None:
+    """Run ``fetch`` (a download into ``folder``); any failure becomes one
+    :class:`DatasetNotFoundError` that names ``name``, the folder and ``how_to_get``."""
+    writable_folder(folder, name)
+    try:
+        fetch()
+    except Exception as err:  # noqa: BLE001 - any download failure means "not here"
+        raise DatasetNotFoundError(
+            f"{name} not found under {folder} and the download failed "
+            f"({err.__class__.__name__}). To get it: {how_to_get}. Set data.root or "
+            "$FEDRAM_DATA to use another folder."
+        ) from err

@@ -24,7 +24,7 @@ import numpy as np
 
 from fedram_flwr.config import ScenarioError
 from fedram_flwr.data.cinic10 import load_cinic10
-from fedram_flwr.data.files import DatasetNotFoundError, writable_folder
+from fedram_flwr.data.files import DatasetNotFoundError, fetch_into, writable_folder
 
 DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
 _TORCHVISION_CLASS = {"fashion-mnist": "FashionMNIST", "mnist": "MNIST"}
@@ -160,16 +160,11 @@ def load_colour_dataset(name: str, root: Path, train: bool) -> tuple[np.ndarray,
         split = "train" if train else "test"
         fetch = partial(torchvision.datasets.SVHN, str(folder), split=split, download=True)
     if not all((folder / f).is_file() for f in files):
-        writable_folder(folder, name)
-        try:
-            fetch()
-        except Exception as err:  # noqa: BLE001 - any download failure means "not here"
-            raise DatasetNotFoundError(
-                f"{name} not found under {folder} and the download failed "
-                f"({err.__class__.__name__}). To get it: run once on a machine with internet "
-                f"(torchvision downloads it into data.root), or copy {', '.join(files)} into "
-                f"{folder}. Set data.root or $FEDRAM_DATA to use another folder."
-            ) from err
+        how = (
+            "run once on a machine with internet (torchvision downloads it into "
+            f"data.root), or copy {', '.join(files)} into {folder}"
+        )
+        fetch_into(folder, name, fetch, how)
     if name == "cifar10":
         return read_cifar10(folder, train)
     return read_svhn(folder / _SVHN_FILE[train])
