@@ -34,6 +34,7 @@ from fedram_flwr.clients.cvar import CVaRClient
 from fedram_flwr.clients.erm import ERMClient, FitResult
 from fedram_flwr.clients.rc_fl import RCFLClient
 from fedram_flwr.clients.scaffold import ScaffoldClient
+from fedram_flwr.evaluation import evaluate_passes
 from fedram_flwr.models import set_weights
 from fedram_flwr.protocol import (
     CVAR_ALPHA,
@@ -56,7 +57,7 @@ from fedram_flwr.protocol import (
     split_model_control,
     split_theta_t,
 )
-from fedram_flwr.training import Batch, LoaderData, LocalTrainer, evaluate_passes
+from fedram_flwr.training import Batch, LoaderData, LocalTrainer
 
 ARRAYS, CONFIG, METRICS = "arrays", "config", "metrics"
 """The record keys of the wire contract (Flower's strategies' defaults:

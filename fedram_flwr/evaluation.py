@@ -15,7 +15,34 @@ from torch.nn import functional as F
 
 from fedram_flwr.models import on_device, set_weights
 from fedram_flwr.objectives import hcvar
-from fedram_flwr.training import predict_logits
+from fedram_flwr.training import OnePass
+
+
+@torch.no_grad()
+def predict_logits(
+    model: nn.Module, x: np.ndarray | torch.Tensor, batch_size: int = 4096
+) -> torch.Tensor:
+    """The model's outputs on ``x`` in chunks of ``batch_size`` rows, computed on the
+    model's device (``x`` is moved there if it is not), returned on the CPU."""
+    model.eval()
+    xt = on_device(x, next(model.parameters()).device)
+    chunks = [model(xt[i : i + batch_size]) for i in range(0, len(xt), batch_size)]
+    return torch.cat(chunks).cpu()
+
+
+@torch.no_grad()
+def evaluate_passes(model: nn.Module, one_pass: OnePass) -> tuple[float, float, int]:
+    """(mean cross-entropy, accuracy, number of examples) of ``model`` over one pass."""
+    model.eval()
+    loss_sum, correct, count = 0.0, 0, 0
+    for x, y in one_pass():
+        logits = model(x)
+        loss_sum += float(F.cross_entropy(logits, y, reduction="sum"))
+        correct += int((logits.argmax(1) == y).sum())
+        count += len(y)
+    if count == 0:
+        raise ValueError("evaluation: the client's data gave no example")
+    return loss_sum / count, correct / count, count
 
 
 def classification_metrics(

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import numpy as np
 
+from fedram_flwr.evaluation import predict_logits
 from fedram_flwr.experiment import Experiment
 from fedram_flwr.models import set_weights
 from fedram_flwr.outputs import PLOT_INPUTS_FILE, RunDirectory, boundary_grid
 from fedram_flwr.registry import scenario_from_dict
-from fedram_flwr.training import predict_logits
 
 
 def write_plot_inputs(path: Path, exp: Experiment) -> None:

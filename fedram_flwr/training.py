@@ -193,18 +193,6 @@ def num_local_steps(
     return epochs * batches_per_pass(num_examples, batch_size, drop_last)
 
 
-@torch.no_grad()
-def predict_logits(
-    model: nn.Module, x: np.ndarray | torch.Tensor, batch_size: int = 4096
-) -> torch.Tensor:
-    """The model's outputs on ``x`` in chunks of ``batch_size`` rows, computed on the
-    model's device (``x`` is moved there if it is not), returned on the CPU."""
-    model.eval()
-    xt = on_device(x, next(model.parameters()).device)
-    chunks = [model(xt[i : i + batch_size]) for i in range(0, len(xt), batch_size)]
-    return torch.cat(chunks).cpu()
-
-
 def client_rng(seed: int, server_round: int, partition_id: int) -> np.random.Generator:
     """The generator of one client's draws in one round: seeded from (seed, round, id)."""
     return stream("client-batches", seed, server_round, partition_id)
@@ -389,18 +377,3 @@ class LocalTrainer:
         seconds = time.perf_counter() - start
         metrics = {PARTITION_ID: self.partition_id, TRAIN_LOSS: loss, TRAIN_SECONDS: seconds}
         return LocalRun(metrics, steps, lr)
-
-
-@torch.no_grad()
-def evaluate_passes(model: nn.Module, one_pass: OnePass) -> tuple[float, float, int]:
-    """(mean cross-entropy, accuracy, number of examples) of ``model`` over one pass."""
-    model.eval()
-    loss_sum, correct, count = 0.0, 0, 0
-    for x, y in one_pass():
-        logits = model(x)
-        loss_sum += float(F.cross_entropy(logits, y, reduction="sum"))
-        correct += int((logits.argmax(1) == y).sum())
-        count += len(y)
-    if count == 0:
-        raise ValueError("evaluation: the client's data gave no example")
-    return loss_sum / count, correct / count, count
