@@ -18,8 +18,8 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricReco
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import QFedAvg
 
-from fedram_flwr.message_api.availability import RoundView
 from fedram_flwr.message_api.partitions import answer_of, ask_partitions
+from fedram_flwr.message_api.round_view import RoundView
 from fedram_flwr.message_api.strategy import CoreMessageStrategy, EvaluateFn, ordered_replies
 from fedram_flwr.protocol import NUM_EXAMPLES, PARTITION_ID, RECEIVED_LOSS, ClientReply
 from fedram_flwr.strategies.afl import AFLCore

@@ -52,7 +52,7 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg, Result
 from flwr.supercore import log
 
-from fedram_flwr.message_api.availability import RoundView
+from fedram_flwr.message_api.round_view import RoundView
 from fedram_flwr.protocol import Arrays, ClientReply, in_partition_order, reply_partition_id
 from fedram_flwr.strategies.core import Core
 
