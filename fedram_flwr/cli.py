@@ -68,7 +68,8 @@ from fedram_flwr.plot_inputs import complete_plot_inputs
 from fedram_flwr.plots import plot_run
 from fedram_flwr.registry import load_scenario, with_overrides
 from fedram_flwr.report import write_report
-from fedram_flwr.rundir import ACTIVE, code_version, resume_point, run_folder
+from fedram_flwr.run_checks import refuse_changed, refuse_resumable, skip
+from fedram_flwr.rundir import run_folder
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -268,65 +269,6 @@ def run_job(
         print(f"{tag}: failed: {type(err).__name__}: {err}", file=sys.stderr)
         return f"{run_dir} ({type(err).__name__})"
     return None
-
-
-def refuse_changed(jobs: list[tuple[str, Scenario, int, Path]]) -> None:
-    """Refuse, before running anything, to skip complete runs of another scenario."""
-    changed = []
-    for _, variant, seed, run_dir in jobs:
-        run = RunDirectory(run_dir)
-        if run.status() == "complete" and run.damage() is None:
-            diff = run.changes(variant.to_dict(), seed)
-            if diff is not None:
-                changed.append(f"  {run_dir}: {diff}")
-    if changed:
-        raise ScenarioError(
-            "these complete runs were made with other settings:\n"
-            + "\n".join(changed)
-            + "\nrerun with --force to replace them, or choose another --out"
-        )
-
-
-def refuse_resumable(jobs: list[tuple[str, Scenario, int, Path]], engine: str) -> None:
-    """Refuse, before running anything, to start over on a Flower engine a run that the
-    in-process engine would resume from its checkpoint (Flower's engines keep the
-    clients' ``Context.state`` in their own processes: they cannot resume)."""
-    resumable = []
-    for _, variant, seed, run_dir in jobs:
-        saved, _ = resume_point(RunDirectory(run_dir), variant.to_dict(), seed)
-        if saved is not None:
-            resumable.append(f"  {run_dir}: after round {saved.round} of {variant.rounds}")
-    if resumable:
-        raise ScenarioError(
-            "these interrupted runs have a checkpoint that only the in-process engine "
-            "resumes:\n" + "\n".join(resumable) + f"\nrerun without --engine {engine} to "
-            "resume them, with --force to start them over, or choose another --out"
-        )
-
-
-def skip(run: RunDirectory, tag: str, api: str) -> bool:
-    """Whether ``run`` (locked by us) is complete, whole and made through ``api``: skip
-    it (saying so)."""
-    status = run.status()
-    if status in ACTIVE:  # we hold its lock: whoever wrote that is gone
-        status = "interrupted"
-    if status != "complete":
-        if status != "missing":
-            print(f"{tag}: {status}, running it again", file=sys.stderr)
-        return False
-    why = run.damage()
-    if why is not None:
-        print(f"{tag}: complete but damaged ({why}), running it again", file=sys.stderr)
-        return False
-    if run.api() != api:
-        print(f"{tag}: complete with the {run.api()} API, running it again", file=sys.stderr)
-        return False
-    recorded = run.fingerprint().get("code", {}).get("source")
-    note = ""
-    if recorded != code_version()["source"]:
-        note = " (made by other code: --force reruns it)"
-    print(f"{tag}: complete, skipped{note}", file=sys.stderr)
-    return True
 
 
 def run_one(

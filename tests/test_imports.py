@@ -167,6 +167,7 @@ LAYERS = (
     "fedram_flwr.server_app",
     "fedram_flwr.plots",
     "fedram_flwr.report",
+    "fedram_flwr.run_checks",
     "fedram_flwr.cli",
 )
 
