@@ -63,13 +63,14 @@ from fedram_flwr.engines import (
 )
 from fedram_flwr.engines.fanout import LOCAL, fan_out
 from fedram_flwr.engines.flwr.ray_cluster import check_reachable
-from fedram_flwr.outputs import RunDirectory, swept_values
+from fedram_flwr.outputs import RunDirectory
 from fedram_flwr.plot_inputs import complete_plot_inputs
 from fedram_flwr.plots import plot_run
 from fedram_flwr.registry import load_scenario, with_overrides
 from fedram_flwr.report import write_report
 from fedram_flwr.run_checks import refuse_changed, refuse_resumable, skip
 from fedram_flwr.rundir import run_folder
+from fedram_flwr.sweep import swept_values
 
 
 def _parser() -> argparse.ArgumentParser:

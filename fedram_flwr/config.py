@@ -3,9 +3,10 @@
 A scenario file is the single source of truth of a run. Every section is a frozen
 dataclass; unknown keys and bad values raise :class:`ScenarioError` naming the field
 (``algorithm.alpha``) and the allowed values. This module is the schema only and imports
-nothing from the package but its leaf :mod:`fedram_flwr.schema` (the error and the
-YAML coercion): ``algorithm.params`` and ``availability.params`` are checked
-by the parameter class registered for their name, in :mod:`fedram_flwr.registry`, whose
+nothing from the package but its leaves :mod:`fedram_flwr.schema` (the error and the
+YAML coercion) and :mod:`fedram_flwr.sweep` (sweeps and dotted overrides):
+``algorithm.params`` and ``availability.params`` are checked by the parameter class
+registered for their name, in :mod:`fedram_flwr.registry`, whose
 ``load_scenario`` / ``scenario_from_dict`` / ``with_overrides`` (schema + registry) are
 the ways to make a scenario.
 
@@ -19,7 +20,6 @@ engines (whose processes run in other folders) name the files the in-process eng
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +32,8 @@ from fedram_flwr.schema import (
     check_range,
     load_yaml,
 )
+from fedram_flwr.sweep import apply_overrides as apply_overrides
+from fedram_flwr.sweep import label_part, plain, swept_values
 
 MAX_CLIENTS = 100_000
 """The most clients a scenario may have (``data.num_clients``): far above any experiment
@@ -258,11 +260,7 @@ class Scenario:
             check_range(f"seeds[{i}]", seed, 0, MAX_SEED)
         if not self.name or "/" in self.name:
             raise ScenarioError(f"name: must be a non-empty name without '/', got {self.name!r}")
-        for key, values in self.sweep.items():
-            if not isinstance(values, (list, tuple)) or not values:
-                raise ScenarioError(
-                    f"sweep.{key}: expected a non-empty list of values, got {values!r}"
-                )
+        swept_values(self.sweep)  # the keys' value lists and zipped rows, named
         if self.sweep:  # a bad sweep key or value fails at load time, not mid-run
             try:
                 self.variants()
@@ -271,7 +269,7 @@ class Scenario:
 
     # -------------------------------------------------------------- conveniences
     def to_dict(self) -> dict[str, Any]:
-        out = _plain(dataclasses.asdict(self))
+        out = plain(dataclasses.asdict(self))
         # Defaults of settings added later are left out: run folders (scenario.yaml,
         # fingerprints) written before the setting existed still match their scenarios.
         for key, default in (("device", "cpu"), ("lr_schedule", "constant")):
@@ -285,14 +283,12 @@ class Scenario:
         Schema-checked here; the registry validated every variant with the scenario."""
         if not self.sweep:
             return [("default", self)]
-        keys = list(self.sweep)
         out = []
-        for values in itertools.product(*(self.sweep[k] for k in keys)):
-            label = "_".join(_label_part(k, v) for k, v in zip(keys, values))
+        for swept in swept_values(self.sweep):
+            label = "_".join(label_part(k, v) for k, v in swept.items())
             base = self.to_dict()
             base["sweep"] = {}
-            variant = parse_scenario(apply_overrides(base, dict(zip(keys, values))))
-            out.append((label, variant))
+            out.append((label, parse_scenario(apply_overrides(base, swept))))
         labels = [label for label, _ in out]
         if len(set(labels)) < len(labels):
             dup = next(x for x in labels if labels.count(x) > 1)
@@ -301,14 +297,6 @@ class Scenario:
                 "labelled by its name only); sweep the differing field instead"
             )
         return out
-
-
-def _label_part(key: str, value: Any) -> str:
-    """``alpha=0.1`` for ``algorithm.alpha: 0.1``; a whole section given as a mapping
-    with a ``name`` (``algorithm: {name: afl, params: {...}}``) is labelled by it."""
-    if isinstance(value, Mapping) and "name" in value:
-        return f"name={value['name']}"
-    return f"{key.split('.')[-1]}={value}"
 
 
 # ----------------------------------------------------------------------- loading
@@ -336,58 +324,3 @@ def parse_scenario(raw: Mapping[str, Any]) -> Scenario:
     """The schema half of :func:`fedram_flwr.registry.scenario_from_dict`: types, ranges
     and keys of every section, not the registered ``params``."""
     return build_dataclass(Scenario, raw, "")
-
-
-def apply_overrides(raw: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of scenario mapping ``raw`` with dotted-path overrides applied
-    (``algorithm.params.alpha``, or its short form ``algorithm.alpha``).
-
-    An override of a swept field replaces the sweep: the field leaves ``sweep`` and takes
-    the value given. An override inside a field swept as a whole section (``sweep:
-    {algorithm: [...]}``, ``--set algorithm.alpha=...``) would be overwritten by every
-    variant, so it is an error."""
-    data = _plain(raw)
-    sweep = data.get("sweep") if isinstance(data.get("sweep"), dict) else {}
-    for dotted, value in overrides.items():
-        path = _canonical_path(dotted)
-        for key in list(sweep):
-            swept = _canonical_path(key)
-            if swept == path:
-                del sweep[key]
-            elif path.startswith(swept + "."):
-                raise ScenarioError(
-                    f"{dotted}: inside sweep.{key}, which replaces it in every variant; "
-                    f"override the sweep's values instead (sweep.{key} or --set {key}=VALUE)"
-                )
-        _set_dotted(data, path, value)
-    return data
-
-
-def _canonical_path(dotted: str) -> str:
-    """Allow ``algorithm.alpha`` as a short form of ``algorithm.params.alpha``."""
-    parts = dotted.split(".")
-    if (
-        len(parts) == 2
-        and parts[0] in ("algorithm", "availability")
-        and parts[1] not in ("name", "oracle", "params")
-    ):
-        return f"{parts[0]}.params.{parts[1]}"
-    return dotted
-
-
-def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
-    node = data
-    parts = dotted.split(".")
-    for part in parts[:-1]:
-        if not isinstance(node.get(part), dict):
-            raise ScenarioError(f"{dotted}: {part!r} is not a section of the scenario")
-        node = node[part]
-    node[parts[-1]] = value
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value

@@ -5,7 +5,6 @@ run's summary.
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import sys
@@ -33,12 +32,6 @@ from fedram_flwr.rundir import label_fields as label_fields
 BOUNDARY_GRID = 300  # points per axis of the decision-boundary grid
 NO_TRAINING = "no client trained in any round"
 """The summary's warning for a run in which no client's update was ever aggregated."""
-
-
-def swept_values(sweep: Mapping[str, list[Any]]) -> list[dict[str, Any]]:
-    """One ``{field: value}`` per variant of a scenario's ``sweep``, in the order of
-    ``Scenario.variants()`` (the product of the value lists; ``[{}]`` without a sweep)."""
-    return [dict(zip(sweep, values)) for values in itertools.product(*sweep.values())]
 
 
 def boundary_grid(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -145,6 +145,7 @@ LAYERS = (
     "fedram_flwr.objectives",
     "fedram_flwr.rng",
     "fedram_flwr.schema",
+    "fedram_flwr.sweep",
     "fedram_flwr.config",
     "fedram_flwr.data",
     "fedram_flwr.models",

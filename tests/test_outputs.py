@@ -15,7 +15,6 @@ from fedram_flwr.outputs import (
     label_fields,
     realised_availability,
     summarise,
-    swept_values,
 )
 from fedram_flwr.strategies.ca_fed import (
     lambda_hat,
@@ -66,17 +65,6 @@ def test_time_mean_averages_every_evaluation_after_round_zero() -> None:
     s = summarise(rows)
     assert s["time-mean"]["accuracy"] == pytest.approx(0.5)
     assert s["final"]["accuracy"] == 0.9
-
-
-def test_swept_values_follow_the_sweep_product_order() -> None:
-    sweep = {"availability.p_min": [0.1, 0.5], "algorithm.name": ["fedar", "mifa"]}
-    assert swept_values(sweep) == [
-        {"availability.p_min": 0.1, "algorithm.name": "fedar"},
-        {"availability.p_min": 0.1, "algorithm.name": "mifa"},
-        {"availability.p_min": 0.5, "algorithm.name": "fedar"},
-        {"availability.p_min": 0.5, "algorithm.name": "mifa"},
-    ]
-    assert swept_values({}) == [{}]
 
 
 def test_label_fields_name_whole_sections_by_their_name() -> None:
