@@ -1,7 +1,8 @@
 """Turn a folder of run directories into the papers' tables (mean ± std over seeds) and
 figures: ``report.md`` and PNGs beside it. The folder is read once into a
 :class:`RunSet`; :mod:`.tables`, :mod:`.last_rounds` (FedAWE's Table 2, added when runs
-have ``availability.params.dynamics``) and :mod:`.figures` work on it."""
+have ``availability.params.dynamics``), :mod:`.rate_grid` (learning rates chosen per
+algorithm, added for a sweep of them) and :mod:`.figures` work on it."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from fedram_flwr.report.figures import (
     plot_train_loss,
 )
 from fedram_flwr.report.last_rounds import last_rounds_table
+from fedram_flwr.report.rate_grid import rate_grid_section
 from fedram_flwr.report.runs import OPTIONAL_STATS, Run, RunSet
 from fedram_flwr.report.tables import (
     client_accuracy_table,
@@ -54,6 +56,8 @@ def write_report(root: str | Path) -> Path:
             text += ["\nPaper layout:\n", pivot_table(rs, swept[1], swept[0], stat)]
     if table := last_rounds_table(rs):  # runs under non-stationary availability
         text += ["\n## Last rounds by availability dynamics (FedAWE Table 2)\n", table]
+    if section := rate_grid_section(rs):  # a sweep of algorithms and learning rates
+        text += ["\n## Learning rates by grid search (CA-Fed Sec. V-A)\n", section]
     names = {rs.split(v)[1] for v in runs}
     if "fedar" in names and len(names) > 1:
         for key in ("accuracy", "train-loss"):

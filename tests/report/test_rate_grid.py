@@ -1,0 +1,100 @@
+"""Rates chosen per algorithm by grid search (fedram_flwr/report/rate_grid.py) on run
+folders written by hand: the lowest mean training loss over seeds wins, failed or
+diverged runs never do, test accuracy is never read."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import yaml
+
+from fedram_flwr.report import RunSet, write_report
+from fedram_flwr.report.rate_grid import grid_losses, rate_grid_section
+from fedram_flwr.sweep import swept_values
+from tests.helpers import write_run
+
+# (algorithm, lr, server_lr) -> training loss per seed 0, 1 (tail mean)
+LOSSES = {
+    ("adafed", "0.01", "1.0"): [0.90, 0.70],  # mean 0.80
+    ("adafed", "0.1", "1.0"): [0.50, 0.70],  # mean 0.60: chosen
+    ("adafed", "0.01", "0.3"): [0.95, 0.85],
+    ("adafed", "0.1", "0.3"): [0.40, 0.90],  # mean 0.65, the best single seed
+    ("ca-fed", "0.01", "1.0"): [0.70, 0.72],  # mean 0.71: chosen
+    ("ca-fed", "0.1", "1.0"): [0.30, math.nan],  # diverged on seed 1
+    ("ca-fed", "0.01", "0.3"): [0.75, 0.75],
+    ("ca-fed", "0.1", "0.3"): [0.20, None],  # seed 1 failed
+}
+
+
+def grid_runs(root: Path) -> None:
+    """Every (algorithm, lr, server_lr, seed) of LOSSES as a run folder. Test accuracy is
+    highest where the training loss is worst, so a rule reading it would pick those."""
+    for (name, lr, server_lr), per_seed in LOSSES.items():
+        label = f"name={name}_lr={lr}_server_lr={server_lr}"
+        variant = {
+            "algorithm.name": name,
+            "training.lr": float(lr),
+            "algorithm.server_lr": float(server_lr),
+        }
+        for seed, loss in enumerate(per_seed):
+            row = {
+                "round": 10,
+                "accuracy": 1.0 - (0.5 if loss is None else loss) / 2,
+                "train-loss": loss,
+            }
+            status = "failed" if loss is None else "complete"
+            write_run(root, label, seed, [row], status=status, variant=variant)
+
+
+def chosen_sweep(section: str) -> dict:
+    return yaml.safe_load(re.search(r"```yaml\n(.*?)```", section, re.S).group(1))["sweep"]
+
+
+def test_the_lowest_mean_training_loss_over_seeds_is_chosen(tmp_path: Path) -> None:
+    grid_runs(tmp_path)
+    section = rate_grid_section(RunSet.load(tmp_path))
+    sweep = chosen_sweep(section)
+    assert swept_values(sweep) == [
+        {"algorithm.name": "adafed", "training.lr": 0.1, "algorithm.server_lr": 1.0},
+        {"algorithm.name": "ca-fed", "training.lr": 0.01, "algorithm.server_lr": 1.0},
+    ]
+    # mean ± std (ddof 1) by hand: adafed (0.1, 1.0): 0.60 ± 0.1414
+    assert "**0.6000 ± 0.1414**" in section and "**0.7100 ± 0.0141**" in section
+
+
+def test_failed_and_diverged_runs_are_infinite(tmp_path: Path) -> None:
+    grid_runs(tmp_path)
+    losses = grid_losses(RunSet.load(tmp_path))["ca-fed"]
+    assert losses[("0.1", "1.0")] == [0.30, math.inf]
+    assert losses[("0.1", "0.3")] == [0.20, math.inf]
+    section = rate_grid_section(RunSet.load(tmp_path))
+    assert section.count("failed or diverged (1/2)") == 2
+
+
+def test_runs_that_are_not_a_rate_sweep_get_no_section(tmp_path: Path) -> None:
+    write_run(
+        tmp_path,
+        "p_min=0.1_name=fedar",
+        0,
+        [{"round": 1, "train-loss": 0.5}],
+        variant={"availability.p_min": 0.1, "algorithm.name": "fedar"},
+    )
+    assert rate_grid_section(RunSet.load(tmp_path)) == ""
+    other = tmp_path / "no_loss"
+    write_run(
+        other,
+        "name=fedar_lr=0.1",
+        0,
+        [{"round": 1, "accuracy": 0.5}],
+        variant={"algorithm.name": "fedar", "training.lr": 0.1},
+    )
+    assert rate_grid_section(RunSet.load(other)) == ""  # no training loss recorded
+
+
+def test_the_report_has_the_grid_section(tmp_path: Path) -> None:
+    grid_runs(tmp_path)
+    text = write_report(tmp_path).read_text()
+    assert "## Learning rates by grid search" in text
+    assert chosen_sweep(text)
