@@ -18,7 +18,7 @@ from fedram_flwr.report.figures import (
     plot_train_loss,
 )
 from fedram_flwr.report.last_rounds import last_rounds_table
-from fedram_flwr.report.rate_grid import rate_grid_section
+from fedram_flwr.report.rate_grid import RATES, rate_grid_section, tuned_per_algorithm
 from fedram_flwr.report.runs import OPTIONAL_STATS, Run, RunSet
 from fedram_flwr.report.tables import (
     client_accuracy_table,
@@ -59,10 +59,16 @@ def write_report(root: str | Path) -> Path:
     if section := rate_grid_section(rs):  # a sweep of algorithms and learning rates
         text += ["\n## Learning rates by grid search (CA-Fed Sec. V-A)\n", section]
     names = {rs.split(v)[1] for v in runs}
+    ignore = tuple(RATES) if tuned_per_algorithm(rs) else ()  # rows of a zipped sweep
     if "fedar" in names and len(names) > 1:
         for key in ("accuracy", "train-loss"):
             text += [f"\n## Paired t-test on `{key}` (Table 2)\n"]
             text += [ttest_table(rs, key=key, over=over) for over in ("rounds", "seeds")]
+    if "ca-fed" in names and ignore:
+        text += ["\n## Paired t-test of CA-Fed, each algorithm at its tuned rates\n"]
+        text += [
+            ttest_table(rs, "ca-fed", over=over, ignore=ignore) for over in ("rounds", "seeds")
+        ]
     if any("client-accuracy" in f for fs in runs.values() for f in fs):
         text += ["\n## Per-client accuracy of the final model (Table 3)\n"]
         text += [client_accuracy_table(rs)]

@@ -52,6 +52,17 @@ def grid_losses(rs: RunSet) -> dict[str, dict[tuple[str, ...], list[float]]]:
     return {k: dict(v) for k, v in out.items()}
 
 
+def tuned_per_algorithm(rs: RunSet) -> bool:
+    """Whether the runs hold one rate setting per algorithm (the chosen rows run on the
+    reported seeds), so that the rates do not separate the algorithms' comparisons."""
+    settings = defaultdict(set)
+    for run in rs.runs:
+        if "name" not in run.fields or not set(run.fields) & set(RATES):
+            return False
+        settings[run.fields["name"]].add(tuple(run.fields.get(k) for k in RATES))
+    return len(settings) > 1 and all(len(s) == 1 for s in settings.values())
+
+
 def choose(losses: dict[tuple[str, ...], list[float]]) -> tuple[str, ...]:
     """The rates with the lowest mean loss over seeds (ties: the first in sorted order)."""
     return min(sorted(losses, key=lambda r: tuple(map(float, r))), key=lambda r: np.mean(losses[r]))

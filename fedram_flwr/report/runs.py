@@ -139,10 +139,13 @@ class RunSet:
         """The swept fields of variant ``label`` (its first run's)."""
         return next((r.fields for r in self.runs if r.label == label), parse_label(label))
 
-    def split(self, label: str, key: str = "name") -> tuple[str, str | None]:
+    def split(
+        self, label: str, key: str = "name", ignore: tuple[str, ...] = ()
+    ) -> tuple[str, str | None]:
         """(the comparison group: the variant's other fields as ``k=v_k=v``, or ``all``;
-        the value of ``key``, e.g. the algorithm)."""
-        fields = dict(self.fields(label))
+        the value of ``key``, e.g. the algorithm). Fields in ``ignore`` (e.g. learning
+        rates tuned per algorithm) do not separate groups."""
+        fields = {k: v for k, v in self.fields(label).items() if k not in ignore}
         value = fields.pop(key, None)
         return "_".join(f"{k}={v}" for k, v in fields.items()) or "all", value
 

@@ -151,15 +151,19 @@ def paired_ttest(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def ttest_table(
-    rs: RunSet, reference: str = "fedar", key: str = "accuracy", over: str = "rounds"
+    rs: RunSet,
+    reference: str = "fedar",
+    key: str = "accuracy",
+    over: str = "rounds",
+    ignore: tuple[str, ...] = (),
 ) -> str:
     """Table 2: p-value of the paired t-test of ``reference`` against each other
-    algorithm in each comparison group (the variant's fields other than ``name``); each
-    cell also gives the mean difference reference - baseline (in points for accuracies)
-    and the number of pairs."""
+    algorithm in each comparison group (the variant's fields other than ``name`` and
+    ``ignore``); each cell also gives the mean difference reference - baseline (in
+    points for accuracies) and the number of pairs."""
     groups: dict[str, dict[str, dict[int, Run]]] = defaultdict(dict)
     for label, seeds in rs.by_seed().items():
-        group, name = rs.split(label)
+        group, name = rs.split(label, ignore=ignore)
         if name is not None:
             groups[group][name] = seeds
     groups = {g: algos for g, algos in groups.items() if reference in algos and len(algos) > 1}

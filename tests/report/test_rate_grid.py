@@ -8,10 +8,11 @@ import math
 import re
 from pathlib import Path
 
+import scipy.stats
 import yaml
 
 from fedram_flwr.report import RunSet, write_report
-from fedram_flwr.report.rate_grid import grid_losses, rate_grid_section
+from fedram_flwr.report.rate_grid import grid_losses, rate_grid_section, tuned_per_algorithm
 from fedram_flwr.sweep import swept_values
 from tests.helpers import write_run
 
@@ -98,3 +99,32 @@ def test_the_report_has_the_grid_section(tmp_path: Path) -> None:
     text = write_report(tmp_path).read_text()
     assert "## Learning rates by grid search" in text
     assert chosen_sweep(text)
+
+
+def test_tuned_runs_compare_algorithms_across_their_own_rates(tmp_path: Path) -> None:
+    """One rate setting per algorithm (the chosen rows on the reported seeds): the rates
+    do not split the comparison; CA-Fed's paired t-test over seeds is scipy's on the
+    final accuracies, by hand."""
+    finals = {"ca-fed": [0.70, 0.74, 0.71], "adafed": [0.69, 0.72, 0.72]}
+    rates = {"ca-fed": ("0.1", "0.3"), "adafed": ("0.03", "1.0")}
+    for name, accs in finals.items():
+        lr, server_lr = rates[name]
+        label = f"name={name}_lr={lr}_server_lr={server_lr}"
+        variant = {
+            "algorithm.name": name,
+            "training.lr": float(lr),
+            "algorithm.server_lr": float(server_lr),
+        }
+        for seed, acc in enumerate(accs):
+            write_run(tmp_path, label, seed, [{"round": 5, "accuracy": acc}], variant=variant)
+    rs = RunSet.load(tmp_path)
+    assert tuned_per_algorithm(rs)
+    text = write_report(tmp_path).read_text()
+    p = scipy.stats.ttest_rel(finals["ca-fed"], finals["adafed"]).pvalue
+    assert f"| all | {p:.2g} (+0.67, n=3) |" in text  # mean difference 0.02/3 in points
+    assert "## Learning rates by grid search" not in text  # no training loss: no grid
+
+
+def test_a_rate_grid_is_not_tuned_per_algorithm(tmp_path: Path) -> None:
+    grid_runs(tmp_path)
+    assert not tuned_per_algorithm(RunSet.load(tmp_path))
