@@ -63,7 +63,9 @@ def write_report(root: str | Path) -> Path:
     if "fedar" in names and len(names) > 1:
         for key in ("accuracy", "train-loss"):
             text += [f"\n## Paired t-test on `{key}` (Table 2)\n"]
-            text += [ttest_table(rs, key=key, over=over) for over in ("rounds", "seeds")]
+            text += [
+                ttest_table(rs, key=key, over=over, ignore=ignore) for over in ("rounds", "seeds")
+            ]
     if "ca-fed" in names and ignore:
         text += ["\n## Paired t-test of CA-Fed, each algorithm at its tuned rates\n"]
         text += [

@@ -103,6 +103,6 @@ def rate_grid_section(rs: RunSet) -> str:
 def _loss_cell(seeds: list[float] | None) -> str:
     if seeds is None:
         return "–"
-    if not all(math.isfinite(x) for x in seeds):
-        return f"failed or diverged ({sum(not math.isfinite(x) for x in seeds)}/{len(seeds)})"
+    if bad := sum(not math.isfinite(x) for x in seeds):
+        return f"failed or diverged ({bad}/{len(seeds)})"
     return f"{np.mean(seeds):.4f} ± {np.std(seeds, ddof=1) if len(seeds) > 1 else 0.0:.4f}"

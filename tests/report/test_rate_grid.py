@@ -29,24 +29,30 @@ LOSSES = {
 }
 
 
+def rate_runs(root: Path, name: str, lr: str, server_lr: str, rows: list[dict], failed=()) -> None:
+    """One run folder per seed (rows[seed] its only metrics row) of the variant that a
+    sweep of ``algorithm.name, training.lr, algorithm.server_lr`` labels by these values."""
+    label = f"name={name}_lr={lr}_server_lr={server_lr}"
+    variant = {
+        "algorithm.name": name,
+        "training.lr": float(lr),
+        "algorithm.server_lr": float(server_lr),
+    }
+    for seed, row in enumerate(rows):
+        status = "failed" if seed in failed else "complete"
+        write_run(root, label, seed, [row], status=status, variant=variant)
+
+
 def grid_runs(root: Path) -> None:
     """Every (algorithm, lr, server_lr, seed) of LOSSES as a run folder. Test accuracy is
     highest where the training loss is worst, so a rule reading it would pick those."""
     for (name, lr, server_lr), per_seed in LOSSES.items():
-        label = f"name={name}_lr={lr}_server_lr={server_lr}"
-        variant = {
-            "algorithm.name": name,
-            "training.lr": float(lr),
-            "algorithm.server_lr": float(server_lr),
-        }
-        for seed, loss in enumerate(per_seed):
-            row = {
-                "round": 10,
-                "accuracy": 1.0 - (0.5 if loss is None else loss) / 2,
-                "train-loss": loss,
-            }
-            status = "failed" if loss is None else "complete"
-            write_run(root, label, seed, [row], status=status, variant=variant)
+        rows = [
+            {"round": 10, "accuracy": 1.0 - (0.5 if x is None else x) / 2, "train-loss": x}
+            for x in per_seed
+        ]
+        failed = [seed for seed, x in enumerate(per_seed) if x is None]
+        rate_runs(root, name, lr, server_lr, rows, failed)
 
 
 def chosen_sweep(section: str) -> dict:
@@ -108,15 +114,7 @@ def test_tuned_runs_compare_algorithms_across_their_own_rates(tmp_path: Path) ->
     finals = {"ca-fed": [0.70, 0.74, 0.71], "adafed": [0.69, 0.72, 0.72]}
     rates = {"ca-fed": ("0.1", "0.3"), "adafed": ("0.03", "1.0")}
     for name, accs in finals.items():
-        lr, server_lr = rates[name]
-        label = f"name={name}_lr={lr}_server_lr={server_lr}"
-        variant = {
-            "algorithm.name": name,
-            "training.lr": float(lr),
-            "algorithm.server_lr": float(server_lr),
-        }
-        for seed, acc in enumerate(accs):
-            write_run(tmp_path, label, seed, [{"round": 5, "accuracy": acc}], variant=variant)
+        rate_runs(tmp_path, name, *rates[name], [{"round": 5, "accuracy": a} for a in accs])
     rs = RunSet.load(tmp_path)
     assert tuned_per_algorithm(rs)
     text = write_report(tmp_path).read_text()
