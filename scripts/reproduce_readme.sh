@@ -120,7 +120,7 @@ OMP_NUM_THREADS=1 .venv/bin/fedram run "scenarios/$fa.yaml" --ray --out "$OUT" >
 mkdir -p docs/results/fedawe_table2
 cp "$OUT/$fa/report.md" docs/results/fedawe_table2/
 # Issue 15, the scenario-scale runs: FedAR at the scenario's 300 rounds, both p_min (42 runs,
-# ~2 min each on a quiet core) -> docs/results/fedar_300rounds; CA-Fed Synthetic's learning
+# 1-15 min each beside other work here) -> docs/results/fedar_300rounds; CA-Fed Synthetic's learning
 # rates chosen per algorithm on tuning seeds 100-101 (150 runs), then the chosen rows (the
 # sweep of ca_fed_synthetic_tuned.yaml, which `fedram report` printed for the grid) on
 # seeds 0-9 (50 runs) -> docs/results/ca_fed_lr_grid, docs/results/ca_fed_tuned.
