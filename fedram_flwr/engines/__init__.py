@@ -5,13 +5,15 @@ Ray, no network); ``message_in_process``: the same for Flower's Message API (a s
 ``start`` over ``grid.InProcessGrid``, recorded by ``message_recording``; by default the
 scenario's own Message-API strategy, oracle and ClientApp: ``project_components``). ``flwr``:
 Flower's Simulation and Deployment Engines through ``flwr run .`` (a private SuperLink,
-and SuperNode processes in the Deployment Engine).
+and SuperNode processes in the Deployment Engine, per run or shared by many:
+``Federation``).
 """
 
 from fedram_flwr.engines.flwr import (
     DEPLOYMENT_LATENCY_ENV,
     ENGINES,
     Engine,
+    Federation,
     FlwrRunError,
     TlsFiles,
     generate_tls_files,
@@ -35,6 +37,7 @@ __all__ = [
     "DEPLOYMENT_LATENCY_ENV",
     "ENGINES",
     "Engine",
+    "Federation",
     "FlwrRunError",
     "InProcessClientProxy",
     "InProcessGrid",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -105,17 +106,28 @@ def test_a_serverapp_without_a_token_takes_the_lock_itself(tmp_path: Path) -> No
         release(proc)
 
 
+class FakeFederation:
+    """A Federation without Flower: nothing to start or stop."""
+
+    def __init__(self, engine: str, num_supernodes: int, logs: Path, **kw) -> None:
+        self.engine, self.timing, self.ray_address = engine, {}, None
+
+    def start(self, deadline: float) -> None:
+        pass
+
+    def stop(self) -> list:
+        return []
+
+
 class FakeFlwrRun:
     """FlwrRun without Flower: its ``run`` plays a second driver and then the ServerApp,
     each in a process of its own, as ``flwr run`` would start it."""
 
     seen: dict[str, str] = {}
 
-    def __init__(self, out: RunDirectory, num_supernodes: int, timeout: float, **kw) -> None:
-        self.out, self.timing, self.home = out, {}, out.path
-
-    def start_superlink(self) -> None:
-        pass
+    def __init__(self, federation: FakeFederation, out: RunDirectory, timeout: float, **kw):
+        self.out, self.timing = out, {}
+        self.deadline = time.monotonic() + timeout
 
     def run(self, app: Path, run_config: Path) -> None:
         config = tomli.loads(run_config.read_text())
@@ -132,14 +144,15 @@ class FakeFlwrRun:
         )
         assert server_app.returncode == 0, server_app.stderr
 
-    def stop(self) -> list:
-        return []
+    def end(self, *, shared: bool) -> None:
+        pass
 
 
 def test_the_flower_driver_holds_the_lock_and_gives_the_serverapp_its_token(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("fedram_flwr.engines.flwr.run.FlwrRun", FakeFlwrRun)
+    monkeypatch.setattr("fedram_flwr.engines.flwr.run.Federation", FakeFederation)
     scenario = tmp_path / "tiny.yaml"
     scenario.write_text(yaml.safe_dump(TINY_GAUSSIAN))
     out = run_with_flwr(scenario, 0, tmp_path / "run", stage=False, timeout=900)

@@ -5,7 +5,10 @@ a private ``FLWR_HOME/config.toml`` whose only connection points at it, runs ``f
 . <connection> --run-config <toml> [--federation-config num-supernodes=K] --stream``
 (in a staged copy of the app that yields the same FAB, or in the app root itself),
 relays its output line by line and waits until the run directory's status is
-``complete``. Two engines:
+``complete``. By default each run starts a federation of its own
+(:class:`~.federation.Federation`: SuperLink, SuperNodes) and stops it; given a running
+``federation``, the run is submitted to it and the federation stays up for the next.
+Two engines:
 
 * ``simulation``: ``flower-superlink --simulation`` runs K virtual SuperNodes on Ray;
 * ``deployment``: ``flower-superlink`` (Fleet API on its own port) and K real
@@ -41,7 +44,8 @@ import tomli_w
 from fedram_flwr.app_config import run_api, scenario_from_run_config
 from fedram_flwr.config import Scenario
 from fedram_flwr.engines.flwr.errors import FlwrRunError, TimeLimitError
-from fedram_flwr.engines.flwr.ray_cluster import RAY_ADDRESS_ENV, check_reachable
+from fedram_flwr.engines.flwr.federation import Federation
+from fedram_flwr.engines.flwr.ray_cluster import check_reachable
 from fedram_flwr.engines.flwr.session import (
     APP_DIR,
     DEPLOYMENT_LATENCY_ENV,
@@ -51,7 +55,7 @@ from fedram_flwr.engines.flwr.session import (
     check_options,
 )
 from fedram_flwr.engines.flwr.signals import signals_ignored, signals_raise
-from fedram_flwr.engines.flwr.staging import check_app, stage_app
+from fedram_flwr.engines.flwr.staging import check_app
 from fedram_flwr.engines.flwr.tls import TlsFiles
 from fedram_flwr.outputs import RunDirectory
 from fedram_flwr.schema import ScenarioError
@@ -61,6 +65,7 @@ __all__ = [
     "DEPLOYMENT_LATENCY_ENV",
     "ENGINES",
     "Engine",
+    "Federation",
     "TimeLimit",
     "default_time_limit",
     "run_with_flwr",
@@ -124,6 +129,8 @@ def run_with_flwr(
     env: Mapping[str, str] | None = None,
     api: str = "message",
     ray_address: str | None = None,
+    federation: Federation | None = None,
+    echo: bool = True,
 ) -> RunDirectory:
     """Run (scenario, seed) on Flower's Simulation or Deployment Engine (``engine``)
     with ``flwr run .``; one SuperNode per client (``data.num_clients``), through
@@ -145,6 +152,12 @@ def run_with_flwr(
     running Ray cluster's head node that the Simulation Engine's Ray backend joins
     (``RAY_ADDRESS`` in its environment: Flower 1.39 passes no ``address`` to ``ray.init``)
     instead of starting a Ray of its own; recorded in ``flwr-logs/timing.json``.
+    ``federation``: a started :class:`~.federation.Federation` to submit the run to
+    (its engine, SuperNodes, TLS, environment and Ray cluster; ``engine``, ``tls``,
+    ``env`` and ``ray_address`` must then be left out): it is left running afterwards,
+    and a run that fails there is stopped with ``flwr stop``. ``echo``: relay the run's
+    output to this process's stdout (it always goes to ``flwr-logs/flwr-run.log``; leave
+    it out for runs going on in threads side by side).
     A Simulation run whose Ray node times out during start-up (:data:`RAY_STARTUP_TIMEOUT`)
     is started again, up to :data:`RAY_STARTUP_RETRIES` times within ``timeout``; the
     failed attempt's logs are kept in ``flwr-logs-attempt<k>``.
@@ -158,15 +171,12 @@ def run_with_flwr(
     path = path.resolve()  # absolute: the ServerApp runs on this machine
     # Validate early, bypassing the cache: the file may have changed since.
     scenario = scenario_from_run_config.__wrapped__(str(path), overrides)
-    check_options(engine, scenario.data.num_clients, tls, kill_after or {})  # before any file
+    if federation is not None:
+        engine = check_federation(federation, scenario.data.num_clients, engine, tls, env,
+                                  ray_address)  # fmt: skip
+    check_options(engine, scenario.data.num_clients, tls, kill_after or {}, ray_address)
     if ray_address is not None:
-        if engine != "simulation":
-            raise ScenarioError(
-                "ray_address (--ray-address): only the simulation engine (--engine flwr) "
-                "runs on a Ray cluster"
-            )
         check_reachable(ray_address, "ray_address (--ray-address)")
-        env = {**(env or {}), RAY_ADDRESS_ENV: ray_address}
     api = run_api(api)
     if timeout is None:
         limit = default_time_limit(scenario, engine)
@@ -189,6 +199,9 @@ def run_with_flwr(
                     kill_after=kill_after,
                     env=env,
                     api=api,
+                    ray_address=ray_address,
+                    federation=federation,
+                    echo=echo,
                 )
             except TimeLimitError as err:
                 message = limit.exceeded()
@@ -197,6 +210,7 @@ def run_with_flwr(
                 raise TimeLimitError(f"{message}\n{err}") from None
             except FlwrRunError as err:
                 retry = engine == "simulation" and RAY_STARTUP_TIMEOUT in str(err)
+                retry = retry and federation is None  # a shared Ray is up already
                 if not retry or attempt > RAY_STARTUP_RETRIES or time.monotonic() > deadline:
                     raise
                 logs = Path(run_dir).expanduser().resolve() / "flwr-logs"
@@ -207,6 +221,30 @@ def run_with_flwr(
                     file=sys.stderr,
                 )
     raise AssertionError("unreachable")
+
+
+def check_federation(
+    federation: Federation,
+    num_clients: int,
+    engine: Engine,
+    tls: TlsFiles | None,
+    env: Mapping[str, str] | None,
+    ray_address: str | None,
+) -> Engine:
+    """The federation's engine, once the run's other options agree with it (they belong
+    to the federation: leave them out) and it has one SuperNode per client."""
+    given = {"tls": tls, "env": env, "ray_address": ray_address}
+    if named := [name for name, value in given.items() if value is not None]:
+        raise ValueError(f"{', '.join(named)}: set on the federation, not on a run submitted to it")
+    if engine != federation.engine and engine != "simulation":  # simulation: the default
+        raise ValueError(f"engine {engine!r}: the federation runs the {federation.engine} engine")
+    if federation.num_supernodes != num_clients:
+        raise ScenarioError(
+            f"data.num_clients = {num_clients}, but the federation has "
+            f"{federation.num_supernodes} SuperNodes: submit it to a federation of "
+            f"{num_clients}"
+        )
+    return federation.engine
 
 
 def _run_once(
@@ -223,8 +261,12 @@ def _run_once(
     kill_after: Mapping[int, int] | None,
     env: Mapping[str, str] | None,
     api: str,
+    ray_address: str | None = None,
+    federation: Federation | None = None,
+    echo: bool = True,
 ) -> RunDirectory:
-    """One attempt of :func:`run_with_flwr` (``path``: the scenario file, resolved)."""
+    """One attempt of :func:`run_with_flwr` (``path``: the scenario file, resolved), on
+    ``federation`` or on one of its own."""
     t0 = time.monotonic()
     check_app(APP_DIR)
     out = RunDirectory(Path(run_dir).expanduser().resolve())
@@ -249,31 +291,38 @@ def _run_once(
             }
         )
     )
-    run = FlwrRun(
-        out,
+    shared = federation is not None
+    fed = federation or Federation(
+        engine,
         scenario.data.num_clients,
-        timeout - (time.monotonic() - t0),
-        engine=engine,
+        out.path / "flwr-logs",
         tls=tls,
-        kill_after=kill_after,
         env=env,
+        ray_address=ray_address,
+        run_dir=out.path,
     )
-    run.timing["engine"] = engine
-    if env and RAY_ADDRESS_ENV in env:
-        run.timing["ray-address"] = env[RAY_ADDRESS_ENV]
+    run = FlwrRun(fed, out, timeout - (time.monotonic() - t0), kill_after=kill_after, echo=echo)
+    run.timing["engine"] = fed.engine
+    if fed.ray_address is not None:
+        run.timing["ray-address"] = fed.ray_address
+    if shared:
+        run.timing["federation"] = str(fed.logs)
     error: BaseException | None = None
+    leftovers: list = []
     try:
         with signals_raise(signal.SIGTERM, signal.SIGHUP):
-            run.start_superlink()
-            if engine == "deployment":
-                run.start_supernodes()
-            run.run(stage_app(APP_DIR, run.home / "app") if stage else APP_DIR, run_config)
+            if not shared:
+                fed.start(run.deadline)
+                run.timing.update(fed.timing)
+            run.run(fed.staged_app() if stage else APP_DIR, run_config)
     except BaseException as err:
         error = err
         raise
     finally:
         with signals_ignored(signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            leftovers = run.stop()  # bounded (~15 s at worst): not interruptible
+            if not shared:
+                leftovers = fed.stop()  # bounded (~15 s at worst): not interruptible
+            run.end(shared=shared)
         if out.status() != "complete":
             first = (str(error).splitlines() or [""])[0]
             out.set_status(

@@ -78,7 +78,9 @@ class OwnedRunDirectory(RunDirectory):
 class Watchdog:
     """The forked watchdog of one run (see the module docstring)."""
 
-    def __init__(self, token: str, home: Path, run_dir: Path) -> None:
+    def __init__(
+        self, token: str, home: Path, run_dir: Path | None, logs: Path | None = None
+    ) -> None:
         read, self._write = os.pipe()
         driver = os.getpid()
         self.pid = os.fork()
@@ -86,7 +88,7 @@ class Watchdog:
             status = 1
             try:
                 os.close(self._write)
-                _watch(read, token, home, run_dir, driver)
+                _watch(read, token, home, run_dir, logs, driver)
                 status = 0
             finally:
                 os._exit(status)
@@ -104,9 +106,13 @@ class Watchdog:
                 time.sleep(0.05)
 
 
-def _watch(fd: int, token: str, home: Path, run_dir: Path, driver: int) -> None:
+def _watch(
+    fd: int, token: str, home: Path, run_dir: Path | None, logs: Path | None, driver: int
+) -> None:
     """The watchdog's life: detach, track the run while the pipe ``fd`` is open, clean
-    up when it closes without :data:`_RELEASE`."""
+    up when it closes without :data:`_RELEASE`: stop the processes, mark ``run_dir``
+    failed (when there is one), write ``watchdog.json`` to ``logs`` (default: the run's
+    ``flwr-logs``)."""
     os.setsid()  # no terminal's Ctrl-C or hang-up: the driver handles those
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, signal.SIG_DFL if signum == signal.SIGTERM else signal.SIG_IGN)
@@ -125,8 +131,8 @@ def _watch(fd: int, token: str, home: Path, run_dir: Path, driver: int) -> None:
         tracker.scan()
     survivors = tracker.stop(grace=3.0)
     shutil.rmtree(home, ignore_errors=True)
-    out = RunDirectory(run_dir)
-    if out.status() != "complete":
+    out = RunDirectory(run_dir) if run_dir is not None else None
+    if out is not None and out.status() != "complete":
         out.set_status(
             "failed",
             engine="flwr",
@@ -139,6 +145,6 @@ def _watch(fd: int, token: str, home: Path, run_dir: Path, driver: int) -> None:
         "stopped": [asdict(p) for p in tracker.known.values()],
         "survivors": [asdict(p) for p in survivors],
     }
-    logs = run_dir / "flwr-logs"
-    if logs.is_dir():
+    logs = logs or (run_dir / "flwr-logs" if run_dir is not None else None)
+    if logs is not None and logs.is_dir():
         (logs / "watchdog.json").write_text(json.dumps(record, indent=2))

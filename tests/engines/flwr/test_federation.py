@@ -1,5 +1,5 @@
-"""A Deployment run notices a SuperNode that exited and names it with the cause its log
-gives (here a stand-in process and Flower's own log lines: no Flower process runs)."""
+"""A Deployment federation notices a SuperNode that exited and names it with the cause its
+log gives (here a stand-in process and Flower's own log lines: no Flower process runs)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from fedram_flwr.engines.flwr.errors import FlwrRunError
-from fedram_flwr.engines.flwr.session import FlwrRun
-from fedram_flwr.outputs import RunDirectory
+from fedram_flwr.engines.flwr.federation import Federation
 
 # flower-supernode 1.39's output when its ClientAppIo port is taken (abridged).
 BIND_FAILURE = """\
@@ -25,15 +24,15 @@ RuntimeError: SuperNode Runtime HTTP API failed to start.
 
 
 def test_a_supernode_that_exited_is_named_with_its_cause(tmp_path: Path) -> None:
-    run = FlwrRun(RunDirectory(tmp_path), 3, 60.0, engine="deployment")
+    run = Federation("deployment", 3, tmp_path / "logs")
     try:
-        (run.logs).mkdir(parents=True, exist_ok=True)
+        run.logs.mkdir(parents=True, exist_ok=True)
         (run.logs / "supernode-1.log").write_text(BIND_FAILURE)
         exit_code = [sys.executable, "-c", "raise SystemExit(1)"]
         run.supernodes = {1: subprocess.Popen(exit_code), 2: subprocess.Popen(exit_code)}
         for proc in run.supernodes.values():
             proc.wait(timeout=60)
-        run.faults.append({"partition": 2})  # SuperNode 2 was killed on purpose
+        run.killed.add(2)  # SuperNode 2 was killed on purpose
         with pytest.raises(FlwrRunError) as err:
             run.check_supernodes()
         assert str(err.value).splitlines()[0] == (
