@@ -245,6 +245,9 @@ def flower_env(home: Path, token: str, extra: Mapping[str, str] | None = None) -
     )
     env.update(extra or {})
     env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    # a Simulation's own Ray waits this long for a client actor's process to register
+    # (Ray's default, 60 s, is too short for actors importing torch on a loaded machine)
+    env.setdefault("RAY_worker_register_timeout_seconds", "600")
     for key in ("no_proxy", "NO_PROXY"):  # the CLI talks HTTP to 127.0.0.1
         env[key] = ",".join(filter(None, [env.get(key), "127.0.0.1", "localhost"]))
     return env

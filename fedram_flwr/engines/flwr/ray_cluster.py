@@ -47,8 +47,11 @@ STARTUP_TIMED_OUT = "timed out during startup"
 """Ray's own error when its raylet does not register within a hard-coded 30 s (a
 loaded machine): the head node is started again."""
 START_ATTEMPTS = 3
-STOP_GRACE_S = 15.0
-"""How long the cluster's processes get to exit on SIGTERM before they are SIGKILLed."""
+STOP_GRACE_S = 3.0
+"""How long the cluster's processes get to exit on SIGTERM before they are SIGKILLed. The
+raylet and the workers exit within it; ``ray start --block``, the GCS and the dashboard
+did not within 15 s (Ray 2.55, measured here), and a private cluster's state is thrown
+away with its folder, so waiting longer only delays the SIGKILL."""
 STOP_WAIT_S = 300.0
 """How long SIGKILLed processes get to exit (seconds at most, but slow on a loaded
 machine) before :func:`local_cluster` gives up and raises, naming them."""
@@ -58,6 +61,9 @@ CLUSTER_ENV = {
     # the raylet waits this long for its agents (Python processes, slow to start on a
     # loaded machine) before it gives up
     "RAY_agent_register_timeout_ms": "600000",
+    # and this long for a worker process (a client actor importing torch) to register;
+    # Ray's default, 60 s, is not enough for runs started together on a loaded machine
+    "RAY_worker_register_timeout_seconds": "600",
 }
 
 
