@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
-# Set up, then run the linter and the test suite; extra arguments go to both pytest runs.
+# The first tier, what a contributor runs before pushing (the README's test command): set
+# up, ruff, then
+# 1. every test that starts no Flower engine, on four workers (pytest-xdist);
+# 2. the engine tests of this tier (marker flwr, not breadth) in one process: the tiny
+#    Fed-CVaR-Avg case on Flower's Simulation Engine (Message and legacy API) and on the
+#    Deployment Engine (TLS), each compared bit for bit with the in-process run. Those
+#    runs share their federations (tests/engines/background.py), which is why they run
+#    in one process, apart from the workers.
+# The second tier (scripts/test_breadth.sh) and the container test (scripts/test_docker.sh)
+# run in CI (.ci/run). Extra arguments go to both pytest runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 .venv/bin/ruff check .
-# 1. Everything but the tests that start Flower's engines, on four workers.
-# 2. The tests that start Flower's engines (marker flwr: SuperLinks, SuperNodes, Ray), one
-#    at a time in one process: started together on a loaded 2-core machine they missed
-#    Ray's hard-coded 30 s raylet start-up, and Deployment SuperExecs piled up hundreds
-#    of ClientApp processes until memory ran out. (xdist's --dist loadgroup cannot keep
-#    them apart: with pytest 9.2 its group suffix is ignored, checked with xdist 3.8.0.)
 status=0
-.venv/bin/pytest -n 4 -m "not flwr" tests "$@" || status=$?
-.venv/bin/pytest -m flwr tests "$@" || status=$?
+.venv/bin/pytest -n 4 -m "not flwr and not breadth" tests "$@" || status=$?
+.venv/bin/pytest -m "flwr and not breadth" tests "$@" || status=$?
 exit "$status"

@@ -1,16 +1,15 @@
-"""Flower's Deployment Engine end to end: a real SuperLink and K SuperNode processes.
+"""Flower's Deployment Engine when things go wrong (the breadth tier; runs that go right,
+with TLS, are in ``test_flower_engines.py``):
 
-1. With TLS (certificates generated here), a 2-round Fig. 2a scenario (K=3, RAM, one
-   client relayed per round, Fed-CVaR-Avg) ends with the same relayed clients and the
-   same final model as the in-process engine.
-2. Physical availability (oracle ``connected``): SuperNode 2 is SIGKILLed after round
+1. Physical availability (oracle ``connected``): SuperNode 2 is SIGKILLed after round
    1 of 3. Round 2 records it as failed within the round timeout, round 3 no longer
    selects it, and replaying the run's own ``availability.csv`` in-process (``trace``
    oracle) gives the same relayed clients and the same final model: a deployment's
-   physical availability becomes a simulation's, and nothing aggregated was lost.
-
-3. SIGTERM to ``fedram run --engine deployment`` mid-run.
-4. A SuperNode that cannot bind its ClientAppIo port fails the run at once, named.
+   physical availability becomes a simulation's, and nothing aggregated was lost. It
+   runs in the background on a federation of its own (:mod:`tests.engines.background`):
+   the round that waits for the dead SuperNode leaves the machine to the other runs.
+2. SIGTERM to ``fedram run --engine deployment`` mid-run.
+3. A SuperNode that cannot bind its ClientAppIo port fails the run at once, named.
 
 Every process a run started (SuperLink, SuperNodes, their superexec / clientapp
 children) must be gone afterwards, also when the run fails or is interrupted.
@@ -33,19 +32,18 @@ import yaml
 
 from fedram_flwr.app_config import APP_ROOT
 from fedram_flwr.engines import (
-    DEPLOYMENT_LATENCY_ENV,
     FlwrRunError,
-    generate_tls_files,
     run_in_process,
     run_with_flwr,
 )
-from fedram_flwr.engines.flwr import session
+from fedram_flwr.engines.flwr.federation import Federation
 from fedram_flwr.engines.flwr.processes import free_port
 from fedram_flwr.outputs import RunDirectory
 from fedram_flwr.registry import load_scenario, with_overrides
-from tests.helpers import RUN_LIMIT_S, final_arrays, surviving_processes
+from tests.engines.background import BackgroundRuns, RunSpec
+from tests.helpers import RUN_LIMIT_S, final_arrays, surviving_processes, token_processes
 
-pytestmark = pytest.mark.flwr
+pytestmark = [pytest.mark.flwr, pytest.mark.breadth]
 
 SEED = 0
 ROUND_TIMEOUT = 120.0  # healthy rounds took 5-50 s on these 2 shared cores (load 10-30)
@@ -69,51 +67,25 @@ def assert_same_model(a: RunDirectory, b: RunDirectory) -> None:
         np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)
 
 
-def test_deployment_with_tls_matches_in_process(tmp_path: Path) -> None:
-    path = write_scenario(tmp_path, "fig2a_gaussian_3users.yaml", "tls", rounds=2, eval_every=2)
-    tls = generate_tls_files(tmp_path / "tls")
-    run = run_with_flwr(
-        path,
-        SEED,
-        tmp_path / "deployment",
-        engine="deployment",
-        tls=tls,
-        env=DEPLOYMENT_LATENCY_ENV,
-        timeout=RUN_LIMIT_S,
+def write_fault_scenario(folder: Path) -> Path:
+    """deployment_fault.yaml for 3 rounds, whoever is connected trains."""
+    folder.mkdir(parents=True, exist_ok=True)
+    availability = {"oracle": "connected", "params": {"round_timeout": ROUND_TIMEOUT}}
+    return write_scenario(
+        folder, "deployment_fault.yaml", "fault", rounds=3, availability=availability
     )
-    assert not surviving_processes(run.path)
-    # The SuperLink served its APIs over TLS; the 3 SuperNodes trusted the generated CA.
-    log = (run.path / "flwr-logs" / "superlink.log").read_text()
-    assert "running on https://127.0.0.1" in log
-    record = json.loads((run.path / "flwr-logs" / "processes.json").read_text())
-    supernodes = [p["cmd"] for p in record["processes"] if "flower-supernode" in p["cmd"]]
-    assert len(supernodes) == 3
-    assert all(f"--root-certificates={tls.ca}" in c and "--insecure" not in c for c in supernodes)
-
-    local = run_in_process(load_scenario(path), SEED, tmp_path / "in-process")
-    assert run.status() == local.status() == "complete"
-    assert [r["relayed"] for r in rounds(run)] == [r["relayed"] for r in rounds(local)]
-    assert all(len(r["relayed"]) == 1 for r in rounds(run))
-    assert_same_model(run, local)
 
 
-def test_killed_supernode_is_dropped_and_nothing_aggregated_is_lost(tmp_path: Path) -> None:
-    path = write_scenario(
-        tmp_path,
-        "deployment_fault.yaml",
-        "fault",
-        rounds=3,
-        availability={"oracle": "connected", "params": {"round_timeout": ROUND_TIMEOUT}},
-    )
-    run = run_with_flwr(
-        path,
-        SEED,
-        tmp_path / "deployment",
-        engine="deployment",
-        kill_after={2: 1},
-        env=DEPLOYMENT_LATENCY_ENV,
-        timeout=RUN_LIMIT_S,
-    )
+KILLED = RunSpec("deployment-killed-supernode", write_fault_scenario, engine="deployment",
+                 own=True, kill_after=((2, 1),))  # fmt: skip
+
+
+@pytest.mark.flower_runs(KILLED)
+def test_killed_supernode_is_dropped_and_nothing_aggregated_is_lost(
+    flower_runs: BackgroundRuns, tmp_path: Path
+) -> None:
+    run = flower_runs.result(KILLED)
+    path = run.path.parent / "scenario" / "fault.yaml"
     assert not surviving_processes(run.path)
     faults = json.loads((run.path / "flwr-logs" / "faults.json").read_text())
     assert [(f["partition"], f["after-round"]) for f in faults] == [(2, 1)]
@@ -177,22 +149,28 @@ def test_interrupted_deployment_stops_every_process(tmp_path: Path) -> None:
     assert not surviving_processes(run.path)
 
 
-def test_a_supernode_that_cannot_bind_its_port_fails_the_run_at_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_supernode_that_cannot_bind_its_port_fails_the_run_at_once(tmp_path: Path) -> None:
     """SuperNode 0's ClientAppIo port is taken: the run fails naming it and the cause
     (it used to die unnoticed; the run failed 120 s later, "only 2 of 3 clients")."""
     path = write_scenario(tmp_path, "deployment_fault.yaml", "bind", rounds=2)
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))
     taken.listen()
-    ports = iter([None, None, taken.getsockname()[1]])  # the SuperLink's two, SuperNode 0's
-    monkeypatch.setattr(session, "free_port", lambda: next(ports, None) or free_port())
-    with taken, pytest.raises(FlwrRunError) as err:
-        run_with_flwr(path, SEED, tmp_path / "run", engine="deployment", timeout=RUN_LIMIT_S)
+    fed = Federation("deployment", 3, tmp_path / "federation")
+    # the SuperLink's two ports, then SuperNode 0's (this federation's ports only: runs
+    # of other tests may start federations meanwhile)
+    ports = iter([None, None, taken.getsockname()[1]])
+    fed.free_port = lambda: next(ports, None) or free_port()
+    with taken:
+        try:
+            fed.start()
+            with pytest.raises(FlwrRunError) as err:
+                run_with_flwr(path, SEED, tmp_path / "run", federation=fed, timeout=RUN_LIMIT_S)
+        finally:
+            assert not fed.stop()
     first = str(err.value).splitlines()[0]
     assert first.startswith("flower-supernode 0 (pid ")
     assert "address already in use" in first
     run = RunDirectory(tmp_path / "run")
     assert run.status() == "failed"
-    assert not surviving_processes(run.path)
+    assert not token_processes(fed.token)

@@ -62,6 +62,7 @@ def test_an_unreachable_cluster_is_named_with_the_flag() -> None:
 
 
 @pytest.mark.flwr
+@pytest.mark.breadth
 def test_a_fanned_out_sweep_matches_the_sequential_one(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -17,6 +17,7 @@ import yaml
 from flwr.common import Parameters
 from flwr.server.client_manager import SimpleClientManager
 
+from fedram_flwr.cli import main
 from fedram_flwr.engines import run_in_process
 from fedram_flwr.engines.resume import ResumableServer
 from fedram_flwr.outputs import RunDirectory
@@ -59,7 +60,8 @@ def resumed_round(when: str, r: int) -> int:
 
 @pytest.fixture(scope="module")
 def killed(tmp_path_factory) -> dict[str, RunDirectory]:
-    """The four runs, each SIGKILLed at its point (one Python process for all)."""
+    """The four runs, each SIGKILLed at its point (one interpreter start for all), in
+    ``<root>/<name>`` beside their scenarios ``<root>/<name>.yaml``; tests resume copies."""
     root = tmp_path_factory.mktemp("killed")
     jobs = []
     for name, (raw, when, r) in KILLED.items():
@@ -88,7 +90,7 @@ def test_a_killed_run_resumes_to_the_files_of_an_uninterrupted_run(
 ) -> None:
     raw, when, r = KILLED[name]
     scenario = scenario_from_dict(raw)
-    run = killed[name]
+    run = copy_run(killed[name], tmp_path / "killed")
     assert run.status() == "interrupted"  # "running", and its process is gone
     saved = read_checkpoint(run.path / CHECKPOINT_FILE)
     assert saved.round == resumed_round(when, r)
@@ -115,6 +117,39 @@ def test_a_killed_run_resumes_to_the_files_of_an_uninterrupted_run(
     status = yaml.safe_load((resumed.path / "status.json").read_text())
     assert status["status"] == "complete" and status["resumed-from"] == saved.round
     assert not (resumed.path / CHECKPOINT_FILE).exists()  # a complete run needs none
+
+
+def copy_run(run: RunDirectory, dest: Path) -> RunDirectory:
+    """A copy of ``run`` at ``dest`` (the module's killed runs stay as they were)."""
+    shutil.copytree(run.path, dest)
+    return RunDirectory(dest)
+
+
+def test_fedram_run_resumes_an_interrupted_run_and_says_so(
+    killed: dict[str, RunDirectory], tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fed-CVaR-Avg SIGKILLed after its round-4 checkpoint: ``fedram run --engine flwr``
+    refuses it naming ``--force``; ``fedram run`` resumes it (saying so) to the model of a
+    run never interrupted."""
+    monkeypatch.setattr("fedram_flwr.cli.plot_run", lambda *args: None)
+    path, out = killed["fed-cvar-avg"].path.with_suffix(".yaml"), tmp_path / "runs"
+    run = copy_run(killed["fed-cvar-avg"], out / "tiny-gaussian" / "default" / "seed0")
+    assert run.status() == "interrupted"
+
+    def fedram(*argv: str | Path) -> tuple[int, str]:
+        capsys.readouterr()
+        code = main([str(a) for a in argv])
+        return code, capsys.readouterr().err
+
+    code, err = fedram("run", path, "--out", out, "--engine", "flwr")
+    assert code == 2 and "--force" in err and f"{run.path}: after round 4 of {ROUNDS}" in err
+    code, err = fedram("run", path, "--out", out, "--checkpoint-every", str(EVERY))
+    assert code == 0 and f"resuming from its checkpoint after round 4 of {ROUNDS}" in err
+    assert fedram("run", path, "--out", tmp_path / "ref")[0] == 0
+    reference = RunDirectory(tmp_path / "ref" / "tiny-gaussian" / "default" / "seed0")
+    for a, b in zip(final_arrays(run), final_arrays(reference), strict=True):
+        assert np.array_equal(a, b)
+    assert without_timings(run.read_metrics()) == without_timings(reference.read_metrics())
 
 
 class Failure(Exception):
