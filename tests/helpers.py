@@ -150,11 +150,57 @@ def without_timings(value: Any) -> Any:
     return value
 
 
-# Runs each job (scenario file, run folder, K, round, "before"/"after") in a child forked
-# after the imports, whose checkpoint writer SIGKILLs its own process right before or
-# after writing round ``round``'s checkpoint; prints each child's signal (or -exit code).
-KILL_SCRIPT = """
-import json, os, signal, sys
+FORK_RUNNER = """
+import json, os, sys
+exec(sys.argv[1])  # what the jobs share: imports (paid once), definitions
+ends = []
+for job in json.loads(sys.argv[2]):
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            exec(job)
+            code = 0
+        except SystemExit as stop:
+            code = stop.code if isinstance(stop.code, int) else 1
+        except BaseException:
+            import traceback; traceback.print_exc()
+        finally:
+            sys.stdout.flush(); sys.stderr.flush()
+            os._exit(code)
+    status = os.waitpid(pid, 0)[1]
+    ends.append(-os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
+print(json.dumps(ends))
+"""
+
+
+def run_forked(shared: str, jobs: list[str]) -> tuple[list[int], str]:
+    """Run Python ``shared`` once in a fresh interpreter, then each of ``jobs`` in a child
+    forked from it, one after the other: jobs that need a process of their own (a signal
+    ends it) share one interpreter start. Returns each child's exit code (minus the
+    signal that ended it) and the interpreter's stderr. The process group is killed if
+    anything hangs."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", FORK_RUNNER, shared, json.dumps(jobs)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its process group: the script and its children
+    )
+    try:
+        out, err = proc.communicate(timeout=RUN_LIMIT_S)
+    finally:
+        if proc.poll() is None:  # a hang: the script and the child it waits for
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 0, err[-3000:]
+    return json.loads(out.splitlines()[-1]), err
+
+
+# Each job's checkpoint writer SIGKILLs its own process right before or after writing
+# round ``kill_round``'s checkpoint.
+KILL_AT_CHECKPOINT = """
+import os, signal
 from fedram_flwr.engines import run_in_process
 from fedram_flwr.registry import load_scenario
 from fedram_flwr.rundir import checkpoint
@@ -170,42 +216,20 @@ def run_and_die(path, run_dir, every, kill_round, when):
             os.kill(os.getpid(), signal.SIGKILL)
     checkpoint.write_checkpoint = write_and_die
     run_in_process(load_scenario(path), 0, run_dir, checkpoint_every=every)
-
-ends = []
-for job in json.loads(sys.argv[1]):
-    pid = os.fork()
-    if pid == 0:
-        try:
-            run_and_die(*job)
-        finally:
-            os._exit(3)  # only when the run was not killed
-    status = os.waitpid(pid, 0)[1]
-    ends.append(os.WTERMSIG(status) if os.WIFSIGNALED(status) else -os.WEXITSTATUS(status))
-print(json.dumps(ends))
 """
 
 
 def run_killed(jobs: list[tuple[Path, Path, int, int, str]]) -> None:
     """Run each (scenario file, run folder, K, r, "before" | "after") in-process with a
     checkpoint every K rounds, SIGKILLed right before or after round r's checkpoint is
-    written (:data:`KILL_SCRIPT`, one Python process for all); asserts each was killed.
-    The process group is killed if anything goes wrong."""
-    spec = json.dumps([[str(path), str(folder), k, r, when] for path, folder, k, r, when in jobs])
-    proc = subprocess.Popen(
-        [sys.executable, "-c", KILL_SCRIPT, spec],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # its process group: the script and its children
-    )
-    try:
-        out, err = proc.communicate(timeout=RUN_LIMIT_S)
-    finally:
-        if proc.poll() is None:  # a hang: the script and the child it waits for
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    assert proc.returncode == 0, err[-3000:]
-    assert json.loads(out) == [signal.SIGKILL] * len(jobs), err[-3000:]
+    written (:func:`run_forked`: one interpreter start for all); asserts each was
+    killed."""
+    calls = [
+        f"run_and_die({str(path)!r}, {str(folder)!r}, {k}, {r}, {when!r})"
+        for path, folder, k, r, when in jobs
+    ]
+    ends, err = run_forked(KILL_AT_CHECKPOINT, calls)
+    assert ends == [-signal.SIGKILL] * len(jobs), err[-3000:]
 
 
 def relayed(run: RunDirectory) -> list[tuple[int, list[int]]]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from fedram_flwr.cli import main
 from fedram_flwr.message_api import FedCVaRAvg as MessageFedCVaRAvg
 from fedram_flwr.outputs import RunDirectory
 from fedram_flwr.strategies import FedCVaRAvg
-from tests.helpers import TINY_GAUSSIAN, final_arrays, run_killed, without_timings
+from tests.helpers import TINY_GAUSSIAN, run_forked, without_timings
 
 LABELS = ["alpha=1.0", "alpha=0.1"]
 
@@ -43,6 +44,18 @@ def write_scenario(folder: Path, **changes: Any) -> Path:
     path = folder / "tiny.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return path
+
+
+@pytest.fixture(scope="module")
+def complete_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(scenario file, --out folder) of one complete run of variant alpha=0.1, made once
+    for the tests that copy and damage it."""
+    root = tmp_path_factory.mktemp("complete")
+    scenario, out = write_scenario(root), root / "runs"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("fedram_flwr.cli.plot_run", lambda *args: None)  # as no_run_plots
+        assert main(["run", str(scenario), "--out", str(out), "--variant", "alpha=0.1"]) == 0
+    return scenario, out
 
 
 def fedram(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, str, str]:
@@ -209,26 +222,6 @@ def test_a_changed_scenario_is_refused_naming_force(tmp_path: Path, capsys) -> N
     assert fedram(capsys, *args, "--set", "rounds=3")[2].count("complete, skipped") == 1
 
 
-def test_run_resumes_an_interrupted_run_and_says_so(tmp_path: Path, capsys) -> None:
-    """A run SIGKILLed after its round-4 checkpoint: ``--engine flwr`` refuses it naming
-    ``--force``; ``fedram run`` resumes it (saying so) to the model of a run never
-    interrupted."""
-    path, out = tmp_path / "tiny.yaml", tmp_path / "runs"
-    path.write_text(yaml.safe_dump(TINY_GAUSSIAN))
-    run = RunDirectory(out / "tiny-gaussian" / "default" / "seed0")
-    run_killed([(path, run.path, 2, 4, "after")])
-    assert run.status() == "interrupted"
-    code, _, err = fedram(capsys, "run", path, "--out", out, "--engine", "flwr")
-    assert code == 2 and "--force" in err and f"{run.path}: after round 4 of 6" in err
-    code, _, err = fedram(capsys, "run", path, "--out", out, "--checkpoint-every", "2")
-    assert code == 0 and "resuming from its checkpoint after round 4 of 6" in err
-    assert fedram(capsys, "run", path, "--out", tmp_path / "ref")[0] == 0
-    reference = RunDirectory(tmp_path / "ref" / "tiny-gaussian" / "default" / "seed0")
-    for a, b in zip(final_arrays(run), final_arrays(reference), strict=True):
-        assert np.array_equal(a, b)
-    assert without_timings(run.read_metrics()) == without_timings(reference.read_metrics())
-
-
 def hold_lock(folder: Path) -> subprocess.Popen:
     """Another process holding ``folder``'s run lock until its stdin closes."""
     code = (
@@ -272,11 +265,12 @@ def test_a_second_writer_fails_at_once_naming_the_folder_and_pid(
     ],
 )
 def test_a_damaged_complete_run_is_reported_and_redone(
-    tmp_path: Path, capsys, damage, why: str
+    complete_run: tuple[Path, Path], tmp_path: Path, capsys, damage, why: str
 ) -> None:
-    scenario, out = write_scenario(tmp_path), tmp_path / "runs"
+    scenario, built = complete_run
+    out = tmp_path / "runs"
+    shutil.copytree(built, out)  # the module's complete run, damaged here
     args = ["run", scenario, "--out", out, "--variant", "alpha=0.1"]
-    assert fedram(capsys, *args)[0] == 0
     run = RunDirectory(out / "tiny-gaussian" / "alpha=0.1" / "seed0")
     rows = without_timings(run.read_metrics())
     damage(run)
@@ -305,33 +299,42 @@ def test_a_dead_run_reads_interrupted_and_is_run_again(tmp_path: Path, capsys) -
     assert RunDirectory(folder).status() == "complete"
 
 
-@pytest.mark.parametrize(
-    ("api", "strategy", "method"),
-    [
-        ("legacy", "fedram_flwr.strategies", "aggregate_fit"),
-        ("message", "fedram_flwr.message_api", "aggregate_train"),
-    ],
-)
-def test_sigterm_in_process_leaves_failed(
-    tmp_path: Path, api: str, strategy: str, method: str
-) -> None:
-    scenario, out = write_scenario(tmp_path), tmp_path / "runs"
-    code = (
-        "import os, signal, sys\n"
-        "from fedram_flwr.cli import main\n"
-        f"from {strategy} import FedCVaRAvg\n"
-        f"real = FedCVaRAvg.{method}\n"
-        "def step(self, rnd, *rest):\n"
-        "    if rnd == 2: os.kill(os.getpid(), signal.SIGTERM)\n"
-        "    return real(self, rnd, *rest)\n"
-        f"FedCVaRAvg.{method} = step\n"
-        f"sys.exit(main(['run', {str(scenario)!r}, '--out', {str(out)!r},"
-        f" '--variant', 'alpha=0.1', '--api', {api!r}]))"
-    )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert proc.returncode == 128 + signal.SIGTERM, proc.stderr[-2000:]
-    status = json.loads((out / "tiny-gaussian" / "alpha=0.1" / "seed0" / "status.json").read_text())
-    assert status["status"] == "failed" and status["error"] == "SystemExit: 143"
+SIGTERM_IN_ROUND_2 = """
+import os, signal, sys
+from fedram_flwr.cli import main
+import fedram_flwr.message_api, fedram_flwr.strategies
+
+def run_until_sigterm(api, module, method, argv):
+    strategy = getattr(sys.modules[module], "FedCVaRAvg")
+    real = getattr(strategy, method)
+    def step(self, rnd, *rest):
+        if rnd == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real(self, rnd, *rest)
+    setattr(strategy, method, step)
+    sys.exit(main([*argv, "--api", api]))
+"""
+
+
+def test_sigterm_in_process_leaves_failed(tmp_path: Path) -> None:
+    """SIGTERM in round 2 of an in-process run, through either API (each run in a
+    process of its own, forked from one interpreter): exit 143, the run marked failed."""
+    scenario = write_scenario(tmp_path)
+    apis = {
+        "legacy": ("fedram_flwr.strategies", "aggregate_fit"),
+        "message": ("fedram_flwr.message_api", "aggregate_train"),
+    }
+    calls = [
+        f"run_until_sigterm({api!r}, {module!r}, {method!r}, "
+        f"['run', {str(scenario)!r}, '--out', {str(tmp_path / api)!r}, '--variant', 'alpha=0.1'])"
+        for api, (module, method) in apis.items()
+    ]
+    ends, err = run_forked(SIGTERM_IN_ROUND_2, calls)
+    assert ends == [128 + signal.SIGTERM] * 2, err[-2000:]
+    for api in apis:
+        run = tmp_path / api / "tiny-gaussian" / "alpha=0.1" / "seed0"
+        status = json.loads((run / "status.json").read_text())
+        assert status["status"] == "failed" and status["error"] == "SystemExit: 143", api
 
 
 @pytest.mark.parametrize("name", ["..", "../elsewhere", "a/b", ""])
