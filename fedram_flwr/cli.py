@@ -20,7 +20,7 @@ values by the one given. Bad input ends in ``fedram: error: ...`` (exit 2).
 default of ``--engine flwr`` and ``deployment``, as of ``flwr run .``); ``--api legacy``
 through the legacy Strategy / ClientManager / NumPyClient (the in-process default: only
 that loop checkpoints and resumes). Both give the same model
-(tests/engines/test_message_api_engines.py).
+(tests/engines/test_message_api_engines.py, tests/engines/test_flower_engines.py).
 
 Runs go to ``<out>/<scenario name>/<variant>/seed<k>``. A run whose status is already
 ``complete`` is skipped (rerunning a sweep resumes it) when its files are whole and its
