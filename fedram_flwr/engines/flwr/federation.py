@@ -66,6 +66,9 @@ SuperLink and SuperNodes look for new ServerApp / ClientApp tasks every 1 s by
 default. The SuperNode's Fleet poll (3 s) and the legacy Grid's reply poll (3 s) are
 fixed in Flower's code (``start_client_internal``, ``Grid.send_and_receive``)."""
 
+SCAN_EVERY_S = 1.0
+"""How often runs on a federation look for its new processes."""
+
 SUPERLINK_READY_S = 60.0
 """How long one SuperLink start may take to answer ``/health`` (then it is started again,
 up to three times, within the federation's start-up time)."""
@@ -138,6 +141,8 @@ class Federation:
         self.started = time.monotonic()
         self.timing: dict[str, float] = {}
         self._recorded = 0  # processes in processes.json
+        self._scanning = threading.Lock()
+        self._scanned = -SCAN_EVERY_S  # when /proc was last scanned (time.monotonic)
         self._app: Path | None = None
         self.free_port = free_port  # where its ports come from (tests take one on purpose)
         self._installing = threading.Lock()
@@ -155,13 +160,22 @@ class Federation:
     def spawn(self, cmd: list[str], log: Path) -> subprocess.Popen:
         """Start a tracked process of this federation, its output to ``log``."""
         proc = self.tracker.spawn(cmd, log, cwd=self.home, env=self.env)
-        self.record()
+        self._write_record()
         return proc
 
     def record(self) -> None:
-        """processes.json, when the tracker knows of new processes (kept current: a
-        driver killed by SIGKILL leaves it for whoever checks afterwards)."""
-        self.tracker.scan()
+        """Look for new processes of this federation and keep processes.json current (a
+        driver killed by SIGKILL leaves it for whoever checks afterwards); at most once
+        per :data:`SCAN_EVERY_S`, however many runs ask (a scan reads all of /proc)."""
+        with self._scanning:
+            if time.monotonic() - self._scanned < SCAN_EVERY_S:
+                return
+            self.tracker.scan()
+            self._scanned = time.monotonic()
+            self._write_record()
+
+    def _write_record(self) -> None:
+        """processes.json, when the tracker knows of new processes."""
         if len(self.tracker.known) != self._recorded:
             self._recorded = len(self.tracker.known)
             self.tracker.record(self.logs / "processes.json")
