@@ -16,6 +16,7 @@ import contextlib
 import ctypes
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -262,8 +263,38 @@ def kill_group(proc: subprocess.Popen) -> None:
     proc.wait(timeout=5)
 
 
+LISTEN_PORTS = (20000, 32768)
+"""Where :func:`free_port` looks first: below Linux's default ephemeral range (32768-60999),
+from which the kernel also takes the local port of every outgoing connection. A port
+found free there and handed to a server that binds it a second later cannot meanwhile
+become the local end of one of the many connections Flower's processes open (two suites
+side by side open hundreds a second); only another explicit choice could take it."""
+
+
+_random = random.SystemRandom()  # no shared seed: two processes never try the same ports
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return LISTEN_PORTS[1]
+
+
 def free_port() -> int:
-    """A free loopback TCP port outside Flower's default ports."""
+    """A free loopback TCP port for a server to bind, outside Flower's default ports:
+    a random one below the ephemeral range (:data:`LISTEN_PORTS`) when one is free,
+    else one the kernel picks."""
+    low, high = LISTEN_PORTS[0], min(LISTEN_PORTS[1], _ephemeral_low())
+    for port in _random.sample(range(low, high), min(64, max(high - low, 0))):
+        if port in _RESERVED_PORTS:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
     while True:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             s.bind(("127.0.0.1", 0))

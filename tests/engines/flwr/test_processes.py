@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import uuid
 
+from fedram_flwr.engines.flwr import processes
 from fedram_flwr.engines.flwr.processes import TOKEN_ENV, ProcessTracker, die_with_parent
 
 STUBBORN = (
@@ -76,3 +78,18 @@ def test_stop_kills_a_process_of_the_token_that_ignores_sigterm() -> None:
     finally:
         proc.kill()
         proc.wait(timeout=60)
+
+
+def test_free_ports_lie_below_the_ephemeral_range_and_are_free(monkeypatch) -> None:
+    """Servers' ports come from below the range the kernel takes outgoing connections'
+    local ports from (a port picked there cannot be taken by one before its server binds
+    it), skip ports in use, and fall back to a kernel-picked port when none is free."""
+    low, high = processes.LISTEN_PORTS
+    ports = {processes.free_port() for _ in range(20)}
+    assert all(low <= p < high and p not in processes._RESERVED_PORTS for p in ports)
+    assert len(ports) > 10  # random, not one sequence every process would repeat
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", min(ports)))
+        monkeypatch.setattr(processes, "LISTEN_PORTS", (min(ports), min(ports) + 1))
+        # the one port to try is in use: skipped, the kernel picks one instead
+        assert processes.free_port() >= processes._ephemeral_low()
