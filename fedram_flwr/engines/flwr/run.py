@@ -44,16 +44,16 @@ import tomli_w
 from fedram_flwr.app_config import run_api, scenario_from_run_config
 from fedram_flwr.config import Scenario
 from fedram_flwr.engines.flwr.errors import FlwrRunError, TimeLimitError
-from fedram_flwr.engines.flwr.federation import Federation
-from fedram_flwr.engines.flwr.ray_cluster import check_reachable
-from fedram_flwr.engines.flwr.session import (
+from fedram_flwr.engines.flwr.federation import (
     APP_DIR,
     DEPLOYMENT_LATENCY_ENV,
     ENGINES,
     Engine,
-    FlwrRun,
+    Federation,
     check_options,
 )
+from fedram_flwr.engines.flwr.ray_cluster import check_reachable
+from fedram_flwr.engines.flwr.session import FlwrRun
 from fedram_flwr.engines.flwr.signals import signals_ignored, signals_raise
 from fedram_flwr.engines.flwr.staging import check_app
 from fedram_flwr.engines.flwr.tls import TlsFiles

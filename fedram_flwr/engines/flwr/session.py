@@ -21,25 +21,11 @@ from fedram_flwr.engines.flwr.errors import (
     root_cause,
     run_error,
 )
-from fedram_flwr.engines.flwr.federation import (
-    APP_DIR,
-    DEPLOYMENT_LATENCY_ENV,
-    ENGINES,
-    Engine,
-    Federation,
-    check_options,
-)
+from fedram_flwr.engines.flwr.federation import Federation, check_options
 from fedram_flwr.engines.flwr.processes import die_with_parent, executable
 from fedram_flwr.outputs import RunDirectory
 
-__all__ = [
-    "APP_DIR",
-    "DEPLOYMENT_LATENCY_ENV",
-    "ENGINES",
-    "Engine",
-    "FlwrRun",
-    "check_options",
-]
+__all__ = ["FlwrRun"]
 
 STOP_RUN_S = 60.0
 """How long ``flwr stop`` may take to stop a failed run on a federation that goes on."""
