@@ -91,7 +91,13 @@ class BackgroundRuns:
         self.tokens: set[str] = set()
 
     def start(self) -> None:
-        """Start the federations the runs need, then every run."""
+        """Start the federations the runs need, then every run. The pools are entered
+        first so that they are left last: on an early end (a failure with ``-x``,
+        Ctrl-C) the federations stop first and the runs still on them end at once."""
+        pools = {
+            key: self.stack.enter_context(ThreadPoolExecutor(n, thread_name_prefix=key))
+            for key, n in AT_ONCE.items()
+        }
         engines = {s.engine for s in self.specs.values() if not s.own}
         if "simulation" in engines:
             self.cluster = self.stack.enter_context(local_cluster(num_cpus=RAY_CPUS))
@@ -102,10 +108,6 @@ class BackgroundRuns:
         if "deployment" in engines:
             tls = generate_tls_files(self.root / "tls")
             self.federations["deployment"] = self._federation("deployment", tls=tls)
-        pools = {
-            key: self.stack.enter_context(ThreadPoolExecutor(n, thread_name_prefix=key))
-            for key, n in AT_ONCE.items()
-        }
         for spec in self.specs.values():
             pool = pools["own" if spec.own else spec.engine]
             self.futures[spec.name] = pool.submit(self._run, spec)
@@ -153,6 +155,6 @@ class BackgroundRuns:
         process of theirs survived."""
         for future in self.futures.values():
             future.cancel()
-        self.stack.close()  # pools (waiting for their runs), federations, cluster
+        self.stack.close()  # federations, cluster, then the pools (waiting for their runs)
         left = {pid: cmd for t in self.tokens for pid, cmd in token_processes(t).items()}
         assert not left, f"processes of the shared federations survived them: {left}"

@@ -183,7 +183,8 @@ class FlwrRun:
             except subprocess.TimeoutExpired:
                 self.flwr.kill()
                 self.flwr.wait(timeout=10)
-        if shared and self.run_id and self.out.status() != "complete":
+        superlink_up = fed.superlink is not None and fed.superlink.poll() is None
+        if shared and superlink_up and self.run_id and self.out.status() != "complete":
             subprocess.run(
                 [executable("flwr"), "stop", self.run_id, fed.connection],
                 cwd=fed.home,
