@@ -115,6 +115,9 @@ class FakeFederation:
     def start(self, deadline: float) -> None:
         pass
 
+    def describe(self) -> str:
+        return f"{self.engine} without Flower"
+
     def stop(self) -> list:
         return []
 

@@ -51,6 +51,7 @@ from fedram_flwr.engines.flwr.signals import signals_ignored
 from fedram_flwr.engines.flwr.staging import stage_app
 from fedram_flwr.engines.flwr.tls import TlsFiles, connection, security_flags
 from fedram_flwr.engines.flwr.watchdog import OWNER_ENV, Watchdog, owner_id
+from fedram_flwr.flower_line import LINE
 from fedram_flwr.paths import APP_ROOT
 from fedram_flwr.schema import ScenarioError
 
@@ -149,6 +150,18 @@ class Federation:
         self.installed = False
         self.watchdog = Watchdog(self.tracker.token, self.home, run_dir, self.logs)
 
+    def describe(self) -> str:
+        """One line for logs: the engine, the Flower line and, in a deployment, how the
+        SuperNodes reach the SuperLink."""
+        if self.engine == "simulation":
+            ray = f"Ray at {self.ray_address}" if self.ray_address else "a Ray of its own"
+            return f"Simulation Engine on flwr {LINE.version}, {ray}"
+        security = "TLS" if self.tls else "insecure"
+        return (
+            f"Deployment Engine on {LINE.describe()} ({security}), "
+            f"{self.num_supernodes} SuperNodes"
+        )
+
     @property
     def token(self) -> str:
         """The token in the environment of every process of this federation."""
@@ -228,8 +241,8 @@ class Federation:
             if self.engine == "simulation":
                 mode = ["--simulation"]
             else:
-                self.fleet_port = self.free_port()
-                mode = ["--fleet-api-address", f"127.0.0.1:{self.fleet_port}"]
+                self.fleet_port = self.free_port() if LINE.fleet == "gRPC" else port
+                mode = LINE.superlink_fleet_flags("127.0.0.1", self.fleet_port)
             self.superlink = self.spawn(
                 [
                     executable("flower-superlink"),
@@ -255,6 +268,7 @@ class Federation:
                 if attempt == 2:
                     raise FlwrRunError(f"flower-superlink failed to start 3 times; {err}") from None
         self.mark("superlink-ready")
+        self.superlink_log.with_name("federation.txt").write_text(self.describe() + "\n")
         superlink = {"default": self.connection}
         superlink[self.connection] = connection(f"127.0.0.1:{port}", self.tls)
         (self.home / "config.toml").write_text(tomli_w.dumps({"superlink": superlink}))

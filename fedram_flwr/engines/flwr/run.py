@@ -303,6 +303,9 @@ def _run_once(
     )
     run = FlwrRun(fed, out, timeout - (time.monotonic() - t0), kill_after=kill_after, echo=echo)
     run.timing["engine"] = fed.engine
+    run.timing["flower"] = fed.describe()
+    if echo:
+        print(f"fedram: {fed.describe()}", file=sys.stderr, flush=True)
     if fed.ray_address is not None:
         run.timing["ray-address"] = fed.ray_address
     if shared:
