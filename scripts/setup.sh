@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # One-time set-up, idempotent: Fashion-MNIST from Debian (where apt exists), a virtualenv
-# in .venv with the exact versions of constraints.txt, and this project installed in it
-# (editable, with its experiments and dev extras).
+# in .venv with the exact versions of constraints.txt (the default Flower line, flwr 1.42),
+# and this project installed in it (editable, with its experiments and dev extras).
+#   FLOWER_LINE=1.39 bash scripts/setup.sh   the second line instead (constraints-1.39.txt,
+#                                            flwr 1.39, Fleet over gRPC); run it again
+#                                            without FLOWER_LINE to go back
+#   VENV=DIR                                 the virtualenv to set up (default .venv)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,13 +24,21 @@ if [ ${#apt_packages[@]} -gt 0 ] && command -v apt-get >/dev/null; then
 fi
 
 PY=${PYTHON:-python3}
-if [ ! -x .venv/bin/python ]; then
-  echo "setup: creating .venv" >&2
-  "$PY" -m venv .venv
+VENV=${VENV:-.venv}
+case "${FLOWER_LINE:-}" in
+  "") constraints=constraints.txt ;;
+  1.39) constraints=constraints-1.39.txt ;;
+  *) echo "setup: FLOWER_LINE must be empty (the default line) or 1.39, not '$FLOWER_LINE'" >&2
+     exit 2 ;;
+esac
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "setup: creating $VENV" >&2
+  "$PY" -m venv "$VENV"
 fi
-stamp=.venv/.fedram-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt "$stamp" ]; then
-  echo "setup: installing packages ($(grep -E '^(flwr|torch)==' constraints.txt | tr '\n' ' ')...)" >&2
-  .venv/bin/pip install -q -c constraints.txt -e '.[experiments,dev]'
-  touch "$stamp"
+stamp=$VENV/.fedram-installed  # holds the constraints file it was installed with
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$constraints" ] \
+   || [ pyproject.toml -nt "$stamp" ] || [ "$constraints" -nt "$stamp" ]; then
+  echo "setup: installing packages into $VENV ($(grep -E '^(flwr|torch)==' "$constraints" | tr '\n' ' ')...)" >&2
+  "$VENV/bin/pip" install -q -c "$constraints" -e '.[experiments,dev]'
+  echo "$constraints" > "$stamp"
 fi
