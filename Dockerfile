@@ -1,10 +1,13 @@
 # One image for the SuperLink, the SuperNodes and the run submission of docker-compose.yml.
 #
-# Package versions come from constraints.txt alone (flwr 1.39.0, torch, torchvision, ...):
+# Package versions come from one constraints file alone (flwr, torch, torchvision, ...):
 # the image installs this project with its experiments extra under those constraints, as
 # scripts/setup.sh does, into the virtualenv /opt/venv (first on PATH).
 #
 # Build arguments (the defaults are what users want):
+#   CONSTRAINTS  the Flower line: constraints.txt (flwr 1.42, Fleet over HTTP) or
+#                constraints-1.39.txt (flwr 1.39, Fleet over gRPC); docker-compose takes it
+#                from FEDRAM_CONSTRAINTS (deploy/flwr-1.39.env sets it).
 #   BASE_IMAGE   the Python 3.11 base image; any with `python3 -m venv` works, e.g. a Debian
 #                bookworm root file system made by debootstrap and `docker import`ed
 #                (scripts/test_docker.sh builds on one: no image registry needed).
@@ -19,6 +22,7 @@
 #       docker build --network host --build-arg WHEELHOUSE=http://127.0.0.1:8765/ .
 ARG BASE_IMAGE=python:3.11-slim
 FROM ${BASE_IMAGE}
+ARG CONSTRAINTS=constraints.txt
 ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
 ARG WHEELHOUSE=
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1 \
@@ -26,17 +30,17 @@ ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1 \
     FLWR_DISABLE_UPDATE_CHECK=1 FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1
 WORKDIR /app
 
-# Dependencies first, in a layer that changes only with pyproject.toml and constraints.txt:
+# Dependencies first, in a layer that changes only with pyproject.toml and the constraints:
 # the project's requirements (core and experiments extra, read from pyproject.toml), and
 # setuptools to install the project itself below without any index.
-COPY pyproject.toml constraints.txt /src/
+COPY pyproject.toml $CONSTRAINTS /src/
 RUN python3 -m venv /opt/venv \
  && python3 -c "import tomllib; p = tomllib.load(open('/src/pyproject.toml', 'rb'))['project']; \
 print('\n'.join(p['dependencies'] + p['optional-dependencies']['experiments']))" \
     > /tmp/requirements.txt \
  && if [ -n "$WHEELHOUSE" ]; then pip_source="--no-index --find-links $WHEELHOUSE"; \
     else pip_source="--extra-index-url $TORCH_INDEX"; fi \
- && pip install $pip_source -c /src/constraints.txt -r /tmp/requirements.txt "setuptools>=68" \
+ && pip install $pip_source -c "/src/$CONSTRAINTS" -r /tmp/requirements.txt "setuptools>=68" \
  && rm /tmp/requirements.txt
 
 # The app itself: installed from /src (the installed copy serves the SuperNodes' and the

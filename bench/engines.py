@@ -22,6 +22,13 @@ of the SuperLink, SuperNodes, ServerApp). Every engine relays the same clients, 
 round does the same work. Results: ``<out>/engines.json`` and ``<out>/engines.md``.
 
     OMP_NUM_THREADS=1 .venv/bin/python bench/engines.py --rounds 6 --out docs/results/engines
+
+``--subset lines`` runs only what the Flower lines' table of docs/engines.md compares
+(in-process, Simulation, Deployment with Flower's defaults, plain and TLS, Message API),
+once per line, in that line's virtualenv:
+
+    OMP_NUM_THREADS=1 .venv/bin/python bench/engines.py --subset lines --out DIR
+    OMP_NUM_THREADS=1 .venv-flwr1.39/bin/python bench/engines.py --subset lines --out DIR
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ from fedram_flwr.engines import (
     run_message_in_process,
     run_with_flwr,
 )
+from fedram_flwr.flower_line import LINE
 from fedram_flwr.outputs import RunDirectory
 from fedram_flwr.registry import load_scenario, with_overrides
 
@@ -81,17 +89,25 @@ def measure(name: str, api: str, run: Any) -> dict[str, Any]:
     }
 
 
+def transport(engine: str) -> str:
+    """How the clients' messages travel in ``engine`` on the installed Flower line."""
+    if engine.startswith("Deployment"):
+        return f"Fleet over {LINE.fleet}" + (" + TLS" if "TLS" in engine else "")
+    return "Ray actors" if engine.startswith("Simulation") else "function calls"
+
+
 def table(results: list[dict[str, Any]]) -> str:
     base = results[0]["s_per_round"]
     lines = [
-        "| engine | API | s / round (median) | min - max | x in-process (legacy) "
-        "| local SGD s / round | start-up s |",
-        "|---|---|---|---|---|---|---|",
+        "| flwr | engine | transport | API | s / round (median) | min - max "
+        "| x in-process (legacy) | local SGD s / round | start-up s |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         start = "-" if r["start_s"] is None else f"{r['start_s']:.0f}"
         lines.append(
-            f"| {r['engine']} | {r['api']} | {r['s_per_round']:.3f} | {r['min_s_per_round']:.3f} - "
+            f"| {r['flwr']} | {r['engine']} | {r['transport']} | {r['api']} "
+            f"| {r['s_per_round']:.3f} | {r['min_s_per_round']:.3f} - "
             f"{r['max_s_per_round']:.3f} | {r['s_per_round'] / base:.0f} | "
             f"{r['local_sgd_s_per_round']:.3f} | {start} |"
         )
@@ -104,6 +120,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=6, help="timed rounds")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    ap.add_argument(
+        "--subset",
+        choices=("all", "lines"),
+        default="all",
+        help="lines: only the runs the Flower lines' table compares",
+    )
     args = ap.parse_args()
 
     s = with_overrides(
@@ -145,9 +167,26 @@ def main() -> None:
             ("Simulation Engine", "message", flwr("simulation", "message")),
             (poll, "message", flwr("dep-tuned", "message", **tuned)),
         ]
+        if args.subset == "lines":
+            runs = [
+                runs[0],
+                ("Simulation Engine", "message", flwr("simulation", "message")),
+                (
+                    "Deployment Engine, Flower defaults",
+                    "message",
+                    flwr("dep-default", "message", engine="deployment"),
+                ),
+                (
+                    "Deployment Engine, Flower defaults, TLS",
+                    "message",
+                    flwr("dep-tls", "message", engine="deployment", tls=tls),
+                ),
+            ]
         results = []
         for name, api, run in runs:
             results.append(measure(name, api, run))
+            results[-1]["flwr"] = LINE.version
+            results[-1]["transport"] = transport(name)
             print(json.dumps(results[-1]), flush=True)
     relayed = {json.dumps(r.pop("relayed")) for r in results}
     if len(relayed) != 1:

@@ -19,6 +19,7 @@ import shutil
 import socket
 import ssl
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -36,11 +37,18 @@ from packaging.requirements import Requirement
 from typer.main import get_command
 
 from fedram_flwr.app_config import APP_ROOT, scenario_from_run_config
-from tests.docker.hostnet import HostPorts, host_network_config
+from fedram_flwr.flower_line import LINE
+from tests.docker.hostnet import HostPorts, command_of, host_network_config
+
+CONSTRAINTS_FILES = ("constraints.txt", "constraints-1.39.txt")
+"""The Flower lines' exact versions: the default first (scripts/setup.sh)."""
+
+LINE_FILE = {"HTTP": (), "gRPC": ("docker-compose.flwr-1.39.yml",)}[LINE.fleet]
+"""The compose override of the installed Flower line (none for the default line)."""
 
 COMPOSE_FILES = {
-    "plain": ("docker-compose.yml",),
-    "tls": ("docker-compose.yml", "docker-compose.tls.yml"),
+    "plain": ("docker-compose.yml", *LINE_FILE),
+    "tls": ("docker-compose.yml", "docker-compose.tls.yml", *LINE_FILE),
 }
 IN_CI = bool(os.environ.get("CI"))
 
@@ -151,7 +159,7 @@ def parsed_services(compose: dict[str, Any]) -> dict[str, tuple[str, Any]]:
     out = {}
     for name, service in compose["services"].items():
         try:
-            out[name] = parse_command(service["command"])
+            out[name] = parse_command(command_of(service))
         except FlagError as err:
             pytest.fail(f"service {name}: {err}")
     return out
@@ -178,7 +186,10 @@ def test_services_agree_with_each_other(compose: dict[str, Any]) -> None:
     assert link_args.host not in ("127.0.0.1", "localhost", "::1"), (
         "the SuperLink's HTTP API (Control API for flwr run) must bind beyond loopback"
     )
-    _, fleet_port = split_address(link_args.fleet_api_address or "0.0.0.0:9092")
+    # Fleet: its own gRPC port on 1.39, the one HTTP port on later lines
+    fleet_port = link_args.port
+    if LINE.fleet == "gRPC":
+        fleet_port = split_address(link_args.fleet_api_address)[1]
     published = {int(p["target"]) for p in link.get("ports", [])}
     assert {link_args.port, fleet_port} <= published
 
@@ -229,19 +240,28 @@ def test_healthchecks_ask_each_service_own_health_server(compose: dict[str, Any]
 
 
 def test_flower_is_pinned_in_the_constraints_file_only() -> None:
-    """constraints.txt pins flwr once, inside pyproject.toml's ranges; the image installs
-    the project under it, the tests parse commands with that very version, and no
-    deployment file pins its own."""
-    pins = re.findall(r"^flwr==(\S+)$", (APP_ROOT / "constraints.txt").read_text(), re.M)
-    assert len(pins) == 1, f"expected one exact flwr pin in constraints.txt, got {pins}"
-    assert flwr.__version__ == pins[0], "the installed Flower is not the pinned one"
+    """Each Flower line's constraints file pins flwr once (a different version each),
+    inside pyproject.toml's ranges; the venv runs the one its set-up installed, the image
+    installs the project under the file its CONSTRAINTS build argument names (the
+    default line's unless told), the tests parse commands with that very version, and
+    no deployment file pins its own."""
     project = tomli.loads((APP_ROOT / "pyproject.toml").read_text())["project"]
     flwr_specs = [
         d
         for d in [*project["dependencies"], *project["optional-dependencies"]["experiments"]]
         if re.match(r"flwr\b", d)
     ]
-    assert flwr_specs and all(Requirement(d).specifier.contains(pins[0]) for d in flwr_specs)
+    pins = {}
+    for line_file in CONSTRAINTS_FILES:
+        found = re.findall(r"^flwr==(\S+)$", (APP_ROOT / line_file).read_text(), re.M)
+        assert len(found) == 1, f"expected one exact flwr pin in {line_file}, got {found}"
+        assert all(Requirement(d).specifier.contains(found[0]) for d in flwr_specs), line_file
+        pins[line_file] = found[0]
+    assert flwr_specs and len(set(pins.values())) == len(CONSTRAINTS_FILES)
+    stamp = Path(sys.prefix) / ".fedram-installed"  # scripts/setup.sh: the file it used
+    installed_with = stamp.read_text().strip() if stamp.is_file() else None
+    allowed = [pins[installed_with]] if installed_with in pins else list(pins.values())
+    assert flwr.__version__ in allowed, f"the installed Flower is not one pinned: {pins}"
     assert not any("==" in d for d in project["dependencies"]), "the library pins exactly"
     for file in ("Dockerfile", *COMPOSE_FILES["tls"]):
         lines = (APP_ROOT / file).read_text().splitlines()
@@ -249,8 +269,9 @@ def test_flower_is_pinned_in_the_constraints_file_only() -> None:
         assert not re.search(r"flwr[^\s\"']*\s*[=<>~]=", text), f"{file} pins flwr itself"
     dockerfile = (APP_ROOT / "Dockerfile").read_text()
     assert "['optional-dependencies']['experiments']" in dockerfile
+    assert re.search(r"^ARG CONSTRAINTS=constraints\.txt$", dockerfile, re.M)
     assert re.search(
-        r"pip install [^\n]*-c /src/constraints\.txt -r /tmp/requirements\.txt", dockerfile
+        r"pip install [^\n]*-c \"/src/\$CONSTRAINTS\" -r /tmp/requirements\.txt", dockerfile
     )
 
 
@@ -276,14 +297,22 @@ def test_host_network_file_gives_every_process_its_own_ports(
     bound = []
     for name, (exe, args) in parsed_services(config).items():
         if exe == "flower-superlink":
-            bound += [(args.host, args.port), split_address(args.fleet_api_address)]
+            bound.append((args.host, args.port))
+            if LINE.fleet == "gRPC":
+                bound.append(split_address(args.fleet_api_address))
         if exe == "flower-supernode":
-            assert args.superlink == "127.0.0.1:19092", name
+            fleet = ports.fleet if LINE.fleet == "gRPC" else ports.control
+            assert args.superlink == f"127.0.0.1:{fleet}", name
             bound.append((args.host, args.port))
         if exe != "flwr":
             bound.append(split_address(args.health_server_address))
     assert {host for host, _ in bound} == {"127.0.0.1"}
-    assert len({port for _, port in bound}) == len(bound) == 2 + len(names) - 1 + len(nodes)
+    own_fleet = LINE.fleet == "gRPC"
+    assert (
+        len({port for _, port in bound})
+        == len(bound)
+        == (1 + own_fleet + len(names) - 1 + len(nodes))
+    )
     submit = config["services"]["submit"]
     toml = tomli.loads(mounted(submit, "/flwr/config.toml").read_text())
     assert toml["superlink"]["compose"]["address"] == "127.0.0.1:18000"
@@ -294,6 +323,10 @@ def test_host_network_file_gives_every_process_its_own_ports(
     with pytest.raises(ValueError, match="supernode-0.*container address"):
         changed = copy.deepcopy(compose)
         changed["services"]["supernode-0"]["command"].append("--superlink=superlink:9093")
+        host_network_config(changed, ports, tmp_path)
+    with pytest.raises(ValueError, match="supernode-1.*container address"):
+        changed = copy.deepcopy(compose)
+        changed["services"]["supernode-1"]["entrypoint"].append("--superlink=superlink:9093")
         host_network_config(changed, ports, tmp_path)
 
 
@@ -368,8 +401,9 @@ def test_generated_certificates_serve_the_compose_names(tmp_path: Path) -> None:
 
 
 def test_dockerfile_copies_what_the_services_run() -> None:
-    """Every COPY source exists and survives .dockerignore, and the health check script
-    the compose files call is among them."""
+    """Every COPY source exists and survives .dockerignore (``$CONSTRAINTS``: each
+    line's constraints file), and the health check script the compose files call is
+    among them."""
     ignored = [
         line.strip()
         for line in (APP_ROOT / ".dockerignore").read_text().splitlines()
@@ -380,6 +414,8 @@ def test_dockerfile_copies_what_the_services_run() -> None:
         if line.startswith("COPY "):
             *sources, _ = line.split()[1:]
             copied += sources
+    if "$CONSTRAINTS" in copied:
+        copied = [s for s in copied if s != "$CONSTRAINTS"] + list(CONSTRAINTS_FILES)
     for source in copied:
         assert (APP_ROOT / source).exists(), f"Dockerfile copies missing {source}"
         hit = [p for p in ignored if source == p or source.startswith(p.rstrip("/") + "/")]

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-CONTROL, FLEET, HEALTH = 8000, 9092, 9099  # the ports docker-compose.yml uses
+CONTROL, FLEET, HEALTH = 8000, 9092, 9099  # the ports the compose files use (FLEET: 1.39's)
 CONFIG_TARGET = "/flwr/config.toml"  # the submit service's FLWR_HOME/config.toml
 
 
@@ -35,9 +35,16 @@ class HostPorts:
     clientappio: dict[str, int]
 
 
+def command_of(service: dict[str, Any]) -> list[str]:
+    """A service's whole command: its ``entrypoint`` (docker-compose.yml names the
+    executable there, and the flag that differs between Flower lines), then ``command``."""
+    return [str(w) for w in (*service.get("entrypoint", []), *service["command"])]
+
+
 def rewrite(arg: str, service: str, ports: HostPorts) -> str:
     """One command argument or health-check word with host-network addresses."""
     arg = re.sub(rf"(superlink|0\.0\.0\.0):{FLEET}\b", f"127.0.0.1:{ports.fleet}", arg)
+    arg = re.sub(rf"superlink:{CONTROL}\b", f"127.0.0.1:{ports.control}", arg)
     arg = re.sub(rf"127\.0\.0\.1:{HEALTH}\b", f"127.0.0.1:{ports.health.get(service)}", arg)
     arg = re.sub(rf"^--port={CONTROL}$", f"--port={ports.control}", arg)
     return "--host=127.0.0.1" if arg == "--host=0.0.0.0" else arg
@@ -73,7 +80,8 @@ def host_network_config(
         service["network_mode"] = "host"
         service.pop("ports", None)
         service.pop("networks", None)
-        command = [rewrite(str(a), name, ports) for a in service["command"]]
+        command = [rewrite(a, name, ports) for a in command_of(service)]
+        service.pop("entrypoint", None)  # the image has none: the command is whole
         if command[0] == "flower-supernode":
             command += ["--host=127.0.0.1", f"--port={ports.clientappio[name]}"]
         check_rewritten(name, command)
