@@ -24,6 +24,7 @@ from fedram_flwr.config import Scenario, ScenarioError
 from fedram_flwr.message_api import algorithms as ma
 from fedram_flwr.registry.algorithms_fedawe import (
     FedAWEParams,
+    FedStaleActiveParams,
     FedStaleParams,
     ScheduledParams,
     ServerLRParams,
@@ -371,7 +372,12 @@ ALGORITHMS: dict[str, AlgorithmSpec[Any]] = {
         AlgorithmSpec("fedar", FedARParams, st.FedAR, ma.FedAR, ERMClient),
         AlgorithmSpec("mifa", ServerLRParams, st.MIFA, ma.MIFA, ERMClient),
         AlgorithmSpec("fedvarp", ServerLRParams, st.FedVARP, ma.FedVARP, ERMClient),
-        AlgorithmSpec("fedstale", FedStaleParams, st.FedStale, ma.FedStale, ERMClient),
+        AlgorithmSpec(
+            "fedstale", FedStaleParams, st.FedStale, ma.FedStale, ERMClient, reads_hidden=PI
+        ),
+        AlgorithmSpec(
+            "fedstale-active", FedStaleActiveParams, st.FedStaleActive, ma.FedStaleActive, ERMClient
+        ),
         AlgorithmSpec("fedavg-all", ScheduledParams, st.FedAvgAll, ma.FedAvgAll, ERMClient),
         AlgorithmSpec("fedawe", FedAWEParams, st.FedAWE, ma.FedAWE, ERMClient),
         AlgorithmSpec(
