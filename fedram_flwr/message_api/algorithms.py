@@ -98,7 +98,8 @@ class AdaFed(CoreMessageStrategy):
 
 
 class F3AST(CoreMessageStrategy):
-    """F3AST (CA-Fed Sec. V-A c): as Unbiased, and ``clients_per_round``."""
+    """F3AST (Ribero et al. 2023): as Unbiased, and ``clients_per_round``, ``beta``,
+    ``rate`` (``smoothed``: its own participation-rate estimate; ``ca-fed``: pi)."""
 
     core_type = F3ASTCore
 
