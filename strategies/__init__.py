@@ -18,7 +18,7 @@ from fedram_flwr.strategies.participation import FedAU, FedAvgAll, FedAvgIS, Fed
 from fedram_flwr.strategies.qffl import QFFL
 from fedram_flwr.strategies.rc_fl import RFedFair
 from fedram_flwr.strategies.scaffold import Scaffold
-from fedram_flwr.strategies.stale_updates import MIFA, FedStale, FedVARP
+from fedram_flwr.strategies.stale_updates import MIFA, FedStale, FedStaleActive, FedVARP
 
 __all__ = [
     "AFL",
@@ -34,6 +34,7 @@ __all__ = [
     "FedAvgSampled",
     "FedCVaRAvg",
     "FedStale",
+    "FedStaleActive",
     "FedVARP",
     "MIFA",
     "MoreAvailable",

@@ -10,12 +10,20 @@ every active client trains, the server takes the step of eq. 3 with weights q^(t
   Adaptive Aggregation Weights", IEEE TNSE 2022): alpha_k / pi_k normalised over the
   active clients, q_k = (alpha_k / pi_k) / sum_{h in A_t} alpha_h / pi_h;
 - F3AST (Ribero, Vikalo, de Veciana, "Federated Learning Under Intermittent Client
-  Availability and Time-Varying Communication Constraints", IEEE JSTSP 17(1), 2023):
-  under a budget of m clients per round, the m active clients with the largest
-  alpha_k^2 / r_k^2 take part with weights alpha_k / r_k, favouring the less available
-  ones. r_k is F3AST's estimate of client k's participation rate; as in CA-Fed's
-  experiments, where every algorithm receives pi (Sec. V-A c), r_k = pi_k here
-  (oracle or estimated) rather than F3AST's own exponentially smoothed rate.
+  Availability and Time-Varying Communication Constraints", IEEE JSTSP 17(1), 2023,
+  arXiv:2205.06730): under a budget of m clients per round, the m active clients with
+  the largest alpha_k^2 / r_k^2 take part with weights alpha_k / r_k, favouring the
+  less available ones. r_k is F3AST's own estimate of client k's participation rate,
+  as its authors' code computes it (``mriberodiaz/f3ast``, utils/training_utils.py,
+  ``update_vectors`` and ``build_availability_client_datasets_fn``): the selection
+  ranks by the gradient p_k^2 / r_k^2 of sum_k p_k^2 / r_k (``negative_variance_fn``)
+  masked by availability (``tf.math.top_k``: ties to the lower id), then
+  r <- (1 - beta) r + beta 1{k selected} (the *selected* clients, not the available
+  ones), and the weights p_k / r_k use r after that update; r starts at the data
+  shares p (their default ``initialize_p=True``; p is alpha here), beta 0.01 by
+  default (their ``--beta`` flag; the FedAWE paper tunes 0.001). ``rate: ca-fed``
+  keeps this project's earlier choice, r_k = pi_k (oracle or estimated, as CA-Fed's
+  experiments give every baseline, Sec. V-A c).
 
 ``pi`` is the oracle's true availability in oracle-informed scenarios and the Beta
 posterior mean pi_hat (Sec. IV-B) otherwise.
@@ -26,15 +34,19 @@ in :mod:`fedram_flwr.message_api` (same core, same arguments).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from fedram_flwr.strategies.ca_fed import (
     AvailabilityAwareCore,
     AvailabilityAwareStrategy,
+    AvailabilityState,
     unbiased_weights,
 )
+
+F3AST_RATES = ("smoothed", "ca-fed")  # F3AST's own r_k, or CA-Fed's pi_k
 
 
 # ------------------------------------------------------------------ weights
@@ -50,17 +62,31 @@ def more_available_weights(alpha: np.ndarray, pi: np.ndarray, min_pi: float) -> 
     return np.where(pi >= min_pi, unbiased_weights(alpha, pi), 0.0)
 
 
+def f3ast_selection(
+    alpha: np.ndarray, rate: np.ndarray, active: np.ndarray, budget: int
+) -> np.ndarray:
+    """F3AST's selection (bool mask): the ``budget`` active clients with the largest
+    alpha_k^2 / r_k^2, ranked by alpha_k / r_k (the same order: both are positive);
+    ties: lower id, as ``tf.math.top_k``. Fewer than ``budget`` active: all of them."""
+    key = np.where(active, unbiased_weights(alpha, rate), -np.inf)
+    ranked = np.argsort(-key, kind="stable")
+    selected = np.zeros(alpha.size, dtype=bool)
+    selected[ranked[: min(budget, int(np.count_nonzero(active)))]] = True
+    return selected
+
+
+def smoothed_rate(rate: np.ndarray, selected: np.ndarray, beta: float) -> np.ndarray:
+    """F3AST's participation-rate estimate after a round:
+    r <- (1 - beta) r + beta 1{k selected} (the authors' ``update_vectors``)."""
+    return (1.0 - beta) * rate + beta * selected
+
+
 def f3ast_weights(
     alpha: np.ndarray, rate: np.ndarray, active: np.ndarray, budget: int
 ) -> np.ndarray:
-    """F3AST: the ``budget`` active clients with the largest alpha_k^2 / r_k^2 (ties:
-    lower id) get q_k = alpha_k / r_k; every other client 0."""
-    w = unbiased_weights(alpha, rate)
-    ranked = np.argsort(-np.where(active, w, -np.inf), kind="stable")
-    chosen = ranked[: min(budget, int(np.count_nonzero(active)))]
-    q = np.zeros_like(w)
-    q[chosen] = w[chosen]
-    return q
+    """F3AST with a given rate: q_k = alpha_k / r_k on :func:`f3ast_selection`, else 0."""
+    selected = f3ast_selection(alpha, rate, active, budget)
+    return np.where(selected, unbiased_weights(alpha, rate), 0.0)
 
 
 # ------------------------------------------------------------------------ cores
@@ -91,22 +117,54 @@ class AdaFedCore(AvailabilityAwareCore):
         return adafed_weights(self.alpha, self.availability(state)[0], active), {}, state
 
 
+@dataclass(frozen=True, eq=False)
+class F3ASTState(AvailabilityState):
+    """F3AST's state: CA-Fed's (theta, tracker, q), its rate estimate r and the number
+    of rounds the tracker had seen when r was last updated."""
+
+    rate: np.ndarray | None = None
+    rate_rounds: int = 0
+
+
 @dataclass(frozen=True, eq=False, kw_only=True)
 class F3ASTCore(AvailabilityAwareCore):
-    """F3AST with a budget of ``clients_per_round`` participants (baseline 4)."""
+    """F3AST with a budget of ``clients_per_round`` participants (CA-Fed's baseline 4).
+    ``rate``: ``smoothed`` (F3AST's own estimate: :func:`smoothed_rate` with ``beta``,
+    r_0 = alpha; the selection ranks by r_t, the weights use r_{t+1}; a round in which
+    nobody was available selects nobody: r <- (1 - beta) r) or ``ca-fed`` (r = pi, the
+    oracle's or CA-Fed's estimate: this project's rule before issue 27). F3AST's own
+    estimate reads no oracle parameter."""
 
     clients_per_round: int
+    beta: float = 0.01
+    rate: str = "smoothed"
 
     def __post_init__(self) -> None:
         if self.clients_per_round < 1:
             raise ValueError(
                 f"algorithm.params.clients_per_round: {self.clients_per_round} must be >= 1"
             )
+        if not 0.0 < self.beta <= 1.0:
+            raise ValueError(f"algorithm.params.beta: {self.beta} is outside (0, 1]")
+        if self.rate not in F3AST_RATES:
+            raise ValueError(f"algorithm.params.rate: {self.rate!r} is not one of {F3AST_RATES}")
         super().__post_init__()
 
+    def init(self, initial_arrays: Sequence[np.ndarray]) -> F3ASTState:
+        state = super().init(initial_arrays)
+        return F3ASTState(state.theta, state.tracker, state.q, rate=self.alpha.copy())
+
     def weights(self, state, active, replies):
-        rate = self.availability(state)[0]
-        return f3ast_weights(self.alpha, rate, active, self.clients_per_round), {}, state
+        if self.rate == "ca-fed":
+            rate = self.availability(state)[0]
+            return f3ast_weights(self.alpha, rate, active, self.clients_per_round), {}, state
+        rate = state.rate
+        for _ in range(state.tracker.rounds - state.rate_rounds - 1):  # nobody available
+            rate = smoothed_rate(rate, np.zeros(rate.size, dtype=bool), self.beta)
+        selected = f3ast_selection(self.alpha, rate, active, self.clients_per_round)
+        rate = smoothed_rate(rate, selected, self.beta)
+        q = np.where(selected, unbiased_weights(self.alpha, rate), 0.0)
+        return q, {}, replace(state, rate=rate, rate_rounds=state.tracker.rounds)
 
 
 # --------------------------------------------------------------- Flower adapters
@@ -130,7 +188,7 @@ class AdaFed(AvailabilityAwareStrategy):
 
 
 class F3AST(AvailabilityAwareStrategy):
-    """F3AST over :class:`F3ASTCore` (``clients_per_round``)."""
+    """F3AST over :class:`F3ASTCore` (``clients_per_round``, ``beta``, ``rate``)."""
 
     core_type = F3ASTCore
-    core_params = ("clients_per_round",)
+    core_params = ("clients_per_round", "beta", "rate")

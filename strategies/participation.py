@@ -113,6 +113,58 @@ def fedau_weights(state: FedAUState) -> np.ndarray:
     return np.where(state.count > 0, state.omega, 1.0)
 
 
+def fedau_round(
+    state: FedAUState, num_clients: int, active: list[int], elapsed: int, cutoff: float
+) -> tuple[np.ndarray, FedAUState]:
+    """omega_i of the ``active`` clients in round t (from the rounds before t), and the
+    estimator after round t; the ``elapsed`` - 1 rounds skipped before it (nobody was
+    available) count as rounds without participation."""
+    none = np.zeros(num_clients, dtype=bool)
+    for _ in range(elapsed - 1):
+        state = fedau_update(state, none, cutoff)
+    omega = fedau_weights(state)[active]
+    participated = none.copy()
+    participated[active] = True
+    return omega, fedau_update(state, participated, cutoff)
+
+
+KnownP = np.ndarray | Callable[[int], np.ndarray]
+
+
+def check_known_p(known_p: Sequence[float] | KnownP, num_clients: int) -> KnownP:
+    """The oracle's p_i as an array (each in (0, 1]), or a function round -> p_i^t kept
+    as it is (checked in each round by :func:`known_probabilities`)."""
+    if callable(known_p):
+        return known_p
+    p = np.asarray(known_p, dtype=float)
+    if p.shape != (num_clients,) or np.any(p <= 0) or np.any(p > 1):
+        raise ValueError(f"oracle-informed p: need {num_clients} probabilities in (0, 1]")
+    return p
+
+
+def known_probabilities(
+    known_p: KnownP, num_clients: int, server_round: int, active: list[int]
+) -> np.ndarray:
+    """p_i^t of the ``active`` clients in ``server_round`` (the constant p_i of a
+    stationary ``known_p``): p_i^t may be 0 (the interleaved sine's cut), but a client
+    active with p_i^t = 0 is an error naming the client and the round."""
+    if not callable(known_p):
+        return known_p[active]
+    p = np.asarray(known_p(server_round), dtype=float)
+    if p.shape != (num_clients,) or np.any(p < 0) or np.any(p > 1):
+        raise ValueError(
+            f"oracle-informed p in round {server_round}: need {num_clients} "
+            f"probabilities in [0, 1], got {p}"
+        )
+    for i in active:
+        if p[i] <= 0:
+            raise ValueError(
+                f"oracle-informed p: client {i} is active in round {server_round} with "
+                f"p_i^t = {p[i]}; a client with p_i^t = 0 cannot be available"
+            )
+    return p[active]
+
+
 # ------------------------------------------------------------------------ cores
 @dataclass(frozen=True)
 class ReweightedState:
@@ -186,40 +238,20 @@ class FedAvgISCore(ReweightedCore):
     FedAWE Table 2), read in each round: p_i^t may be 0 (the interleaved sine's cut),
     but a client active with p_i^t = 0 is an error naming the client and the round."""
 
-    known_p: np.ndarray | Callable[[int], np.ndarray] | None = None
+    known_p: KnownP | None = None
     server_lr: float = 1.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.known_p is not None and not callable(self.known_p):
-            p = np.asarray(self.known_p, dtype=float)
-            if p.shape != (self.num_clients,) or np.any(p <= 0) or np.any(p > 1):
-                raise ValueError(
-                    f"oracle-informed p: need {self.num_clients} probabilities in (0, 1]"
-                )
-            object.__setattr__(self, "known_p", p)
+        if self.known_p is not None:
+            object.__setattr__(self, "known_p", check_known_p(self.known_p, self.num_clients))
 
     def init_estimator(self) -> np.ndarray:
         return np.zeros(self.num_clients, dtype=np.int64)
 
     def known_at(self, server_round: int, active: list[int]) -> np.ndarray:
-        """p_i^t of the ``active`` clients in ``server_round`` (the constant p_i of a
-        stationary ``known_p``)."""
-        if not callable(self.known_p):
-            return self.known_p[active]
-        p = np.asarray(self.known_p(server_round), dtype=float)
-        if p.shape != (self.num_clients,) or np.any(p < 0) or np.any(p > 1):
-            raise ValueError(
-                f"oracle-informed p in round {server_round}: need {self.num_clients} "
-                f"probabilities in [0, 1], got {p}"
-            )
-        for i in active:
-            if p[i] <= 0:
-                raise ValueError(
-                    f"oracle-informed p: client {i} is active in round {server_round} with "
-                    f"p_i^t = {p[i]}; a client with p_i^t = 0 cannot be available"
-                )
-        return p[active]
+        """p_i^t of the ``active`` clients in ``server_round`` (:func:`known_probabilities`)."""
+        return known_probabilities(self.known_p, self.num_clients, server_round, active)
 
     def weights(self, estimator, server_round, active, elapsed):
         counts = estimator.copy()
@@ -268,13 +300,7 @@ class FedAUCore(ReweightedCore):
         return FedAUState.zeros(self.num_clients)
 
     def weights(self, estimator, server_round, active, elapsed):
-        none = np.zeros(self.num_clients, dtype=bool)
-        for _ in range(elapsed - 1):
-            estimator = fedau_update(estimator, none, self.cutoff)
-        omega = fedau_weights(estimator)[active]
-        participated = none.copy()
-        participated[active] = True
-        return omega, fedau_update(estimator, participated, self.cutoff)
+        return fedau_round(estimator, self.num_clients, active, elapsed, self.cutoff)
 
 
 # --------------------------------------------------------------- Flower adapters

@@ -6,7 +6,7 @@
   Due to Partial Client Participation in Federated Learning", UAI 2022, Algorithm 1.
 - A. Rodio, G. Neglia, "FedStale: leveraging stale client updates in federated
   learning" (arXiv:2405.04171, 2024): a convex combination, weight beta, of FedVARP's
-  direction (fresh and stale updates weighed equally) and FedAvg's (fresh only).
+  direction and FedAvg's, both importance-weighted, as the authors implement it.
 
 The server keeps every client's latest update G_i (FedAR eq. 4; MIFA's G_i, FedVARP's
 y_i) in :class:`UpdateMemory`: one preallocated float32 (N x d) array whose rows are
@@ -15,12 +15,22 @@ inactivity counters tau (FedAR eq. 5). G_i = (w_t - w_{t,K}^i) / eta_t, so every
 rule steps w_{t+1} = w_t - eta_g eta_t v_t with its own direction v_t (eta_g: the
 global learning rate ``server_lr`` of MIFA and FedVARP, 1 by default and for FedAR and
 FedStale; the FedAU and FedAWE authors' code gives both baselines one, applied to the
-aggregated update eta_t v_t):
+aggregated update eta_t v_t), y the memory before round t and S = A(t):
 
     MIFA:     v_t = (1/N) sum_i G_i                                      (all N clients)
-    FedVARP:  v_t = (1/N) sum_i y_i + (1/|A(t)|) sum_{i in A(t)} (G_i - y_i)   (y: before t)
-    FedStale: v_t = beta v_t^FedVARP + (1 - beta) (1/|A(t)|) sum_{i in A(t)} G_i
-                  = beta (1/N) sum_i y_i + (1/|A(t)|) sum_{i in A(t)} (G_i - beta y_i)
+    FedVARP:  v_t = (1/N) sum_i y_i + (1/|S|) sum_{i in S} (G_i - y_i)
+    FedStale: v_t = beta (1/N) sum_i y_i + (1/N) sum_{i in S} (1/p_i) (G_i - beta y_i)
+    FedStale over the active set (``fedstale-active``, this project's earlier rule):
+              v_t = beta (1/N) sum_i y_i + (1/|S|) sum_{i in S} (G_i - beta y_i)
+
+FedStale is the authors' rule (``arodio/FedStale``, ``utils/optim.py`` HistorySGD.step
+with ``history_tracker.py`` HistoryTracker.average and ``aggregator.py``
+CentralizedAggregator.mix under ``client_sampler.py`` UnbiasedClientsSampler): the
+fresh updates are weighted by a_i / p_i (data share over participation probability;
+a_i = 1/N here, as for FedAvg-IS and MIFA), so beta = 0 is FedAvg-IS (unbiased) and
+beta = 1 is FedVARP with the same importance weights, while ``fedstale-active``'s
+1/|S| makes beta = 0 FedAvg over the active clients and beta = 1 FedVARP as above.
+The two agree only when every p_i = |S| / N.
 
 A client never seen has G_i = 0 (MIFA's paper asks every client to answer in round 1;
 here it simply contributes nothing until it does). FedAR (``fedar.py``) weighs the
@@ -29,22 +39,30 @@ same rows by eq. (6).
 A round in which nobody is available (the engines' server hands it to the core with no
 replies) still advances tau; MIFA (Alg. 1) and FedAR (eq. 7, Alg. 1 line 15) then step
 along the stored updates, while FedVARP and FedStale keep the model, as FedVARP's
-authors' code does (it skips a round without participants: Alg. 1 needs |S| > 0).
+and FedStale's authors' code does (it skips a round without participants).
 
-Flower's Message API: ``MIFA``, ``FedVARP``, ``FedStale``
+Flower's Message API: ``MIFA``, ``FedVARP``, ``FedStale``, ``FedStaleActive``
 in :mod:`fedram_flwr.message_api` (same core, same arguments).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from fedram_flwr.protocol import Arrays, ClientReply
 from fedram_flwr.strategies.core import Outcome
+from fedram_flwr.strategies.participation import (
+    FedAUState,
+    KnownP,
+    check_known_p,
+    fedau_round,
+    known_probabilities,
+)
 from fedram_flwr.strategies.vector import VectorCore, VectorStrategy, client_models
 
 
@@ -69,10 +87,26 @@ def fedvarp_direction(
     return mean if num_active == 0 else mean + (total_after - total_before) / num_active
 
 
-def fedstale_direction(varp: np.ndarray, fresh: np.ndarray, num_active: int, beta: float):
-    """FedStale: beta v^FedVARP + (1 - beta) (1/|S|) sum_{i in S} Delta_i, with ``fresh``
-    = sum_{i in S} Delta_i (|S| > 0). beta = 1 returns ``varp`` itself (FedVARP bit for
-    bit), beta = 0 the mean fresh update (FedAvg over the participating clients)."""
+def fedstale_direction(
+    total_before: np.ndarray,
+    fresh: np.ndarray,
+    stale: np.ndarray,
+    num_clients: int,
+    beta: float,
+) -> np.ndarray:
+    """FedStale as its authors' HistorySGD steps (``arodio/FedStale``, utils/optim.py):
+    d = sum_{i in S} (a_i/p_i) Delta_i + beta [sum_i a_i h_i - sum_{i in S} (a_i/p_i) h_i]
+    with a_i = 1/N, i.e. (beta sum_i y_i + fresh - beta stale) / N, where ``total_before``
+    = sum_i y_i, ``fresh`` = sum_{i in S} G_i / p_i and ``stale`` = sum_{i in S} y_i / p_i
+    (y: the memory before the round)."""
+    return (beta * total_before + (fresh - beta * stale)) / num_clients
+
+
+def fedstale_active_direction(varp: np.ndarray, fresh: np.ndarray, num_active: int, beta: float):
+    """FedStale over the active set: beta v^FedVARP + (1 - beta) (1/|S|) sum_{i in S}
+    Delta_i, with ``fresh`` = sum_{i in S} Delta_i (|S| > 0). beta = 1 returns ``varp``
+    itself (FedVARP bit for bit), beta = 0 the mean fresh update (FedAvg over the
+    participating clients)."""
     if beta == 1.0:
         return varp
     mean_fresh = fresh / num_active
@@ -105,6 +139,13 @@ class UpdateMemory:
         row /= np.float32(eta)
         self.total += row
         self.seen[i] = True
+
+    def weighted_sum(self, ids: Sequence[int], weights: Sequence[float]) -> np.ndarray:
+        """sum_k weights_k G_{ids_k} in float64, row by row (no |S| x d temporary)."""
+        out = np.zeros(self.total.shape, dtype=np.float64)
+        for i, weight in zip(ids, weights, strict=True):
+            out += weight * self.updates[i]
+        return out
 
     def advance(self, active: Sequence[int], elapsed: int) -> None:
         """Eq. (5) for the round whose available clients are ``active``."""
@@ -192,27 +233,100 @@ class FedVARPCore(MemoryCore):
         return v, {}
 
 
+def check_beta(beta: float) -> None:
+    """FedStale's beta, the stale updates' weight, is in [0, 1]."""
+    if not 0.0 <= beta <= 1.0:
+        raise ValueError(f"algorithm.params.beta: {beta} must be in [0, 1]")
+
+
+@dataclass(frozen=True)
+class FedStaleState(MemoryState):
+    """FedStale's state: w_t, the memory and, when p is estimated, the estimator."""
+
+    estimator: FedAUState | None = None
+
+
 @dataclass(frozen=True, eq=False, kw_only=True)
 class FedStaleCore(MemoryCore):
-    """FedStale (Rodio and Neglia 2024): :func:`fedstale_direction` with weight ``beta``
-    in [0, 1] on the stale updates; no step in a round without participants (as
-    FedVARP). The fresh sum is accumulated row by row (no |S| x d temporary)."""
+    """FedStale (Rodio and Neglia 2024) as its authors' code runs it:
+    :func:`fedstale_direction` with weight ``beta`` in [0, 1] on the stale updates and
+    1/p_i on the active clients' rows; no step in a round without participants (their
+    CentralizedAggregator.mix returns before the step).
+
+    p_i is the oracle's ``known_p`` (oracle-informed: an array, or a function round ->
+    p_i^t, as FedAvg-IS takes it; the authors' UnbiasedClientsSampler reads
+    ``participation_dict``) or, when ``None``, estimated as the authors' code does with
+    ``--unknown_participation_probs`` (their paper_experiments/*/run.sh):
+    activity_estimator.py ActivityEstimator, FedAU's estimator with its default
+    cut-off 1e8 (none), 1/p_hat_i = the mean of client i's participation intervals
+    observed before round t, 1 until one has been (:func:`fedau_round`)."""
+
+    beta: float = 0.5
+    known_p: KnownP | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_beta(self.beta)
+        if self.known_p is not None:
+            object.__setattr__(self, "known_p", check_known_p(self.known_p, self.num_clients))
+
+    def init(self, initial_arrays: Sequence[np.ndarray]) -> FedStaleState:
+        state = super().init(initial_arrays)
+        estimator = None if self.known_p is not None else FedAUState.zeros(self.num_clients)
+        return FedStaleState(state.w, state.memory, estimator)
+
+    def inverse_p(
+        self, estimator: FedAUState | None, server_round: int, active: list[int], elapsed: int
+    ) -> tuple[np.ndarray, FedAUState | None]:
+        """1/p_i of the ``active`` clients in round t, and the estimator after it."""
+        if self.known_p is not None:
+            p = known_probabilities(self.known_p, self.num_clients, server_round, active)
+            return 1.0 / p, estimator
+        return fedau_round(estimator, self.num_clients, active, elapsed, math.inf)
+
+    def aggregate(
+        self, state: FedStaleState, server_round: int, replies: Sequence[ClientReply], elapsed: int
+    ) -> Outcome[FedStaleState]:
+        eta, memory = self.eta(server_round), state.memory
+        active = [r.partition_id for r in replies]
+        weights, estimator = self.inverse_p(state.estimator, server_round, active, elapsed)
+        total_before = memory.total.copy()
+        stale = memory.weighted_sum(active, weights)  # the rows before the round
+        for i, model in client_models(replies, state.w):
+            memory.store(i, state.w, model, eta)
+        memory.advance(active, elapsed)
+        diagnostics = {"lr": eta, "seen": int(memory.seen.sum())}
+        if not active:
+            return Outcome(replace(state, estimator=estimator), diagnostics, aggregated=False)
+        fresh = memory.weighted_sum(active, weights)
+        v = fedstale_direction(total_before, fresh, stale, self.num_clients, self.beta)
+        w = state.w.copy()
+        w -= eta * v
+        return Outcome(
+            FedStaleState(w, memory, estimator),
+            {**diagnostics, "mean-weight": float(np.mean(weights))},
+        )
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class FedStaleActiveCore(MemoryCore):
+    """FedStale over the active set (``fedstale-active``, this project's rule before
+    issue 27): :func:`fedstale_active_direction` with weight ``beta`` in [0, 1]; no step
+    in a round without participants (as FedVARP). Equal to :class:`FedStaleCore` only
+    when every p_i = |S| / N. The fresh sum is accumulated row by row."""
 
     beta: float = 0.5
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not 0.0 <= self.beta <= 1.0:
-            raise ValueError(f"algorithm.params.beta: {self.beta} must be in [0, 1]")
+        check_beta(self.beta)
 
     def direction(self, server_round, memory, active, total_before):
         if not active:
             return None, {}
         varp = fedvarp_direction(total_before, memory.total, self.num_clients, len(active))
-        fresh = np.zeros(memory.total.shape, dtype=np.float64)
-        for i in active:
-            fresh += memory.updates[i]
-        return fedstale_direction(varp, fresh, len(active), self.beta), {}
+        fresh = memory.weighted_sum(active, [1.0] * len(active))
+        return fedstale_active_direction(varp, fresh, len(active), self.beta), {}
 
 
 class MIFA(VectorStrategy):
@@ -234,9 +348,25 @@ class FedVARP(VectorStrategy):
 
 
 class FedStale(VectorStrategy):
-    """FedStale over :class:`FedStaleCore` (``beta``: the stale updates' weight)."""
+    """FedStale over :class:`FedStaleCore` (``beta``: the stale updates' weight;
+    ``known_p``: the oracle's p_i, a function round -> p_i^t, or None: estimated)."""
 
     core_type = FedStaleCore
+
+    def __init__(
+        self,
+        *,
+        beta: float = 0.5,
+        known_p: Sequence[float] | KnownP | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(core_kwargs={"beta": beta, "known_p": known_p}, **kwargs)
+
+
+class FedStaleActive(VectorStrategy):
+    """FedStale over the active set, over :class:`FedStaleActiveCore` (``beta``)."""
+
+    core_type = FedStaleActiveCore
 
     def __init__(self, *, beta: float = 0.5, **kwargs: Any) -> None:
         super().__init__(core_kwargs={"beta": beta}, **kwargs)

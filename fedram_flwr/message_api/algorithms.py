@@ -42,7 +42,12 @@ from fedram_flwr.strategies.participation import (
 )
 from fedram_flwr.strategies.rc_fl import RFedFairCore
 from fedram_flwr.strategies.scaffold import ScaffoldCore
-from fedram_flwr.strategies.stale_updates import FedStaleCore, FedVARPCore, MIFACore
+from fedram_flwr.strategies.stale_updates import (
+    FedStaleActiveCore,
+    FedStaleCore,
+    FedVARPCore,
+    MIFACore,
+)
 
 THETA_T = "(theta, t): theta's arrays, then t as a 1-element array (protocol.join_theta_t)"
 
@@ -93,7 +98,8 @@ class AdaFed(CoreMessageStrategy):
 
 
 class F3AST(CoreMessageStrategy):
-    """F3AST (CA-Fed Sec. V-A c): as Unbiased, and ``clients_per_round``."""
+    """F3AST (Ribero et al. 2023): as Unbiased, and ``clients_per_round``, ``beta``,
+    ``rate`` (``smoothed``: its own participation-rate estimate; ``ca-fed``: pi)."""
 
     core_type = F3ASTCore
 
@@ -120,9 +126,16 @@ class FedVARP(CoreMessageStrategy):
 
 
 class FedStale(CoreMessageStrategy):
-    """FedStale: ``num_clients``, ``lr``, ``lr_decay``, ``beta``."""
+    """FedStale (its authors' rule): ``num_clients``, ``lr``, ``lr_decay``, ``beta``,
+    ``known_p`` (p_i, a function round -> p_i^t, or None: estimated)."""
 
     core_type = FedStaleCore
+
+
+class FedStaleActive(CoreMessageStrategy):
+    """FedStale over the active set: ``num_clients``, ``lr``, ``lr_decay``, ``beta``."""
+
+    core_type = FedStaleActiveCore
 
 
 class FedAvgAll(CoreMessageStrategy):

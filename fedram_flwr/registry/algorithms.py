@@ -24,6 +24,7 @@ from fedram_flwr.config import Scenario, ScenarioError
 from fedram_flwr.message_api import algorithms as ma
 from fedram_flwr.registry.algorithms_fedawe import (
     FedAWEParams,
+    FedStaleActiveParams,
     FedStaleParams,
     ScheduledParams,
     ServerLRParams,
@@ -153,20 +154,30 @@ class MoreAvailableParams(AvailabilityAwareParams):
 
 @dataclass(frozen=True)
 class F3ASTParams(AvailabilityAwareParams):
-    """F3AST: at most ``clients_per_round`` participants per round (default: half the
-    clients, the authors' 12 of 24 in CA-Fed's code)."""
+    """F3AST: at most ``clients_per_round`` participants a round (default: half the
+    clients, as CA-Fed's code); ``rate``: ``smoothed`` (its own estimate, smoothing
+    ``beta``, 0.01 as its authors' code; reads nothing hidden) or ``ca-fed`` (r = pi as
+    ``availability`` says: the rule before issue 27; ``beta`` unused)."""
 
     clients_per_round: int | None = None
+    beta: float = 0.01
+    rate: Literal["smoothed", "ca-fed"] = "smoothed"
 
     def check(self, scenario: Scenario) -> None:
         super().check(scenario)
         if self.clients_per_round is not None:
             k = scenario.data.num_clients
             check_range("algorithm.params.clients_per_round", self.clients_per_round, 1, k)
+        check_range("algorithm.params.beta", self.beta, 0.0, 1.0, lo_open=True)
+
+    @property
+    def oracle_informed(self) -> bool:
+        return self.rate == "ca-fed" and super().oracle_informed
 
     def strategy_kwargs(self, run: Run, initial: NDArrays) -> dict[str, Any]:
         m = self.clients_per_round or max(1, run.scenario.data.num_clients // 2)
-        return {**super().strategy_kwargs(run, initial), "clients_per_round": m}
+        kwargs = super().strategy_kwargs(run, initial)
+        return {**kwargs, "clients_per_round": m, "beta": self.beta, "rate": self.rate}
 
 
 # ---------------------------------------- FedAR and the stale-update baselines
@@ -371,7 +382,12 @@ ALGORITHMS: dict[str, AlgorithmSpec[Any]] = {
         AlgorithmSpec("fedar", FedARParams, st.FedAR, ma.FedAR, ERMClient),
         AlgorithmSpec("mifa", ServerLRParams, st.MIFA, ma.MIFA, ERMClient),
         AlgorithmSpec("fedvarp", ServerLRParams, st.FedVARP, ma.FedVARP, ERMClient),
-        AlgorithmSpec("fedstale", FedStaleParams, st.FedStale, ma.FedStale, ERMClient),
+        AlgorithmSpec(
+            "fedstale", FedStaleParams, st.FedStale, ma.FedStale, ERMClient, reads_hidden=PI
+        ),
+        AlgorithmSpec(
+            "fedstale-active", FedStaleActiveParams, st.FedStaleActive, ma.FedStaleActive, ERMClient
+        ),
         AlgorithmSpec("fedavg-all", ScheduledParams, st.FedAvgAll, ma.FedAvgAll, ERMClient),
         AlgorithmSpec("fedawe", FedAWEParams, st.FedAWE, ma.FedAWE, ERMClient),
         AlgorithmSpec(

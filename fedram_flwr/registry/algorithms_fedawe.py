@@ -21,8 +21,8 @@ class ScheduledParams(AlgorithmParams):
     """Shared by FedAR and its baselines: eta_t = training.lr * lr_decay^(t - 1) is the
     clients' step size in round t and FedAR's (MIFA's, FedVARP's) server step size.
     FedAR Sec. 6.1 gives only eta_0 = 0.1; lr_decay = 1 keeps it constant.
-    ``availability``: where the one baseline that weighs by p_i (FedAvg-IS) takes it
-    from, ``estimated`` online (CA-Fed's pi_hat) or ``oracle`` (the true p_i:
+    ``availability``: where the baselines that weigh by p_i (FedAvg-IS, FedStale) take
+    it from, ``estimated`` online (each its own estimator) or ``oracle`` (the true p_i:
     oracle-informed, as in FedAR's Sec. 6.1); shared so that one scenario can sweep
     ``algorithm.name``. No other algorithm of this family reads p_i."""
 
@@ -69,10 +69,11 @@ class ServerLRParams(ScheduledParams):
 
 
 @dataclass(frozen=True)
-class FedStaleParams(ScheduledParams):
-    """FedStale (Rodio and Neglia 2024): beta in [0, 1], the weight of the stale updates
-    (0: FedAvg over the participating clients, 1: FedVARP). The paper tunes beta to the
-    data and participation heterogeneity; 0.5 is midway."""
+class FedStaleActiveParams(ScheduledParams):
+    """FedStale over the active set (``fedstale-active``): beta in [0, 1], the weight of
+    the stale updates (0: FedAvg over the participating clients, 1: FedVARP), fresh
+    updates weighted 1/|S|. The paper tunes beta to the data and participation
+    heterogeneity; 0.5 is midway (the authors' run.sh)."""
 
     beta: float = 0.5
 
@@ -82,6 +83,18 @@ class FedStaleParams(ScheduledParams):
 
     def strategy_kwargs(self, run: Run, initial: NDArrays) -> dict[str, Any]:
         return {**super().strategy_kwargs(run, initial), "beta": self.beta}
+
+
+@dataclass(frozen=True)
+class FedStaleParams(FedStaleActiveParams):
+    """FedStale (Rodio and Neglia 2024) as its authors' code runs it: fresh updates
+    weighted 1/p_i (0: FedAvg-IS, 1: FedVARP with those weights); p_i the oracle's
+    (``availability: oracle``, per round under a non-stationary law) or estimated with
+    FedAU's interval estimator without cut-off (the authors' default)."""
+
+    def strategy_kwargs(self, run: Run, initial: NDArrays) -> dict[str, Any]:
+        known_p = run.known_availability() if self.oracle_informed else None
+        return {**super().strategy_kwargs(run, initial), "known_p": known_p}
 
 
 @dataclass(frozen=True)

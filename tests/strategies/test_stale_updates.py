@@ -1,18 +1,26 @@
-"""FedStale (strategies/stale_updates.py): its direction by hand, its core over two
-rounds by hand, and its two ends: beta = 1 is FedVARP bit for bit, beta = 0 is FedAvg
-over the participating clients; MIFA and FedVARP with a server learning rate by hand
-(their other tests: test_fedar.py)."""
+"""FedStale (strategies/stale_updates.py) as its authors implement it (issue 27): the
+issue's smallest case and two more rounds by hand, beta = 0 against FedAvg-IS (known
+p) and FedAU without cut-off (estimated p, the authors' estimator) on random rounds;
+FedStale over the active set (the rule before issue 27, ``fedstale-active``) by hand
+and at its two ends; MIFA and FedVARP with a server learning rate by hand (their other
+tests: test_fedar.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from fedram_flwr.config import Scenario, ScenarioError
+from fedram_flwr.experiment import Experiment
+from fedram_flwr.registry import with_overrides
 from fedram_flwr.strategies.fedavg import FedAvgCore
+from fedram_flwr.strategies.participation import FedAUCore, FedAvgISCore, ReweightedState
 from fedram_flwr.strategies.stale_updates import (
+    FedStaleActiveCore,
     FedStaleCore,
     FedVARPCore,
     MIFACore,
+    fedstale_active_direction,
     fedstale_direction,
 )
 from tests.helpers import TINY_GAUSSIAN, scenario_error, vector_reply
@@ -31,17 +39,136 @@ def random_rounds(seed: int, num_clients: int, rounds: int):
         yield t, np.flatnonzero(rng.random(num_clients) < 0.5).tolist(), rng
 
 
+# ------------------------------------------------ FedStale, the authors' rule
 def test_fedstale_direction_by_hand() -> None:
+    """(beta sum_i y_i + sum_S G_i / p_i - beta sum_S y_i / p_i) / N, N = 4, beta = 0.25:
+    (0.25 * 8 + 12 - 0.25 * 4) / 4 = 3.25."""
+    got = fedstale_direction(np.array([8.0]), np.array([12.0]), np.array([4.0]), 4, 0.25)
+    assert got.tolist() == [3.25]
+
+
+def test_the_issue_smallest_case_by_hand() -> None:
+    """Issue 27: N = 2, p = (0.9, 0.1), only client 1 active with update 1, empty memory,
+    lr 1, beta = 0.5. The authors' code (arodio/FedStale): UnbiasedClientsSampler gives
+    client 1 the weight a_1 / p_1 = 0.5 / 0.1 = 5; HistoryTracker.average weighs the
+    inactive client 0's h_0 = 0 by a_0 = 0.5 and client 1's h_1 = 0 by a_1 - 5, so the
+    history term is 0; average_learners sets the gradient 5 * Delta_1 = 5; HistorySGD
+    adds 0.5 * 0 and steps p -= lr * 5: w = -5. Over the active set: 1 / |S| = 1, w = -1."""
+    ours = core(FedStaleCore, 2, lr=1.0, beta=0.5, known_p=(0.9, 0.1))
+    active_mean = core(FedStaleActiveCore, 2, lr=1.0, beta=0.5)
+    reply = [vector_reply(1, -np.ones(DIM))]  # w = 0, G_1 = (0 - (-1)) / 1 = 1
+    out = ours.aggregate(ours.init([np.zeros(DIM, np.float32)]), 1, reply, 1)
+    assert out.state.w.tolist() == [-5.0] * DIM
+    old = active_mean.aggregate(active_mean.init([np.zeros(DIM, np.float32)]), 1, reply, 1)
+    assert old.state.w.tolist() == [-1.0] * DIM
+
+
+def test_fedstale_with_stale_memory_by_hand() -> None:
+    """The smallest case continued (N = 2, p = (0.9, 0.1), beta = 0.5, lr 1), w_2 = -5,
+    memory y = (0, 1). In the authors' form d = beta sum_k a_k h_k + sum_S (a_k / p_k)
+    (Delta_k - beta h_k), a = (1/2, 1/2).
+    Round 2: client 0 returns -6.8, G_0 = 1.8: d = 0.5 (0 + 0.5) + (0.5 / 0.9) (1.8 - 0)
+    = 0.25 + 1 = 1.25, w_3 = -6.25; memory (1.8, 1).
+    Round 3: client 1 returns -8.25, G_1 = 2: d = 0.5 (0.9 + 0.5) + 5 (2 - 0.5 * 1)
+    = 0.7 + 7.5 = 8.2, w_4 = -14.45."""
+    c = core(FedStaleCore, 2, lr=1.0, beta=0.5, known_p=(0.9, 0.1))
+    s = c.aggregate(c.init([np.zeros(DIM, np.float32)]), 1, [vector_reply(1, -np.ones(DIM))], 1)
+    s = c.aggregate(s.state, 2, [vector_reply(0, np.full(DIM, -6.8))], 1)
+    np.testing.assert_allclose(s.state.w, -6.25, rtol=1e-6)
+    np.testing.assert_allclose(s.state.memory.updates[:, 0], [1.8, 1.0], rtol=1e-6)
+    s = c.aggregate(s.state, 3, [vector_reply(1, np.full(DIM, -8.25))], 1)
+    np.testing.assert_allclose(s.state.w, -14.45, rtol=1e-6)
+    assert s.diagnostics["mean-weight"] == pytest.approx(10.0)
+    empty = c.aggregate(s.state, 4, [], 1)  # no participants: no step (the authors' mix)
+    assert not empty.aggregated and empty.state.w.tolist() == s.state.w.tolist()
+
+
+def in_lockstep(stale: FedStaleCore, other, seed: int, rounds: int = 14) -> int:
+    """Runs ``stale`` and the reweighted core ``other`` on the same random rounds (empty
+    ones included, sometimes skipped: elapsed 2), ``other`` restarted each round from
+    FedStale's model with its own estimator; asserts the models agree to float32
+    rounding and returns the number of steps."""
+    a = stale.init([np.zeros(DIM, np.float32)])
+    b = other.init([np.zeros(DIM, np.float32)])
+    steps, elapsed = 0, 1
+    for t, active, rng in random_rounds(seed, stale.num_clients, rounds):
+        if not active and t % 3 == 0:  # the server skipped it: the next one counts it
+            elapsed += 1
+            continue
+        replies = [vector_reply(i, a.w + rng.standard_normal(DIM)) for i in active]
+        out_a = stale.aggregate(a, t, replies, elapsed)
+        out_b = other.aggregate(ReweightedState(a.w.copy(), b.estimator), t, replies, elapsed)
+        assert out_a.aggregated == out_b.aggregated == bool(active)
+        np.testing.assert_allclose(out_a.state.w, out_b.state.w, rtol=1e-6, atol=1e-6)
+        a, b, elapsed, steps = out_a.state, out_b.state, 1, steps + bool(active)
+    return steps
+
+
+def test_beta_zero_is_fedavg_is_with_known_p() -> None:
+    """beta = 0: sum_S (1/N)(1/p_i) G_i, FedAvg-IS's step; constant p and p_i^t."""
+    p = np.array([0.9, 0.2, 0.5, 0.35, 0.7])
+    for known_p in (p, lambda t: np.clip(p * (1 + 0.1 * np.sin(t)), 0.05, 1.0)):
+        stale = core(FedStaleCore, 5, lr=0.3, beta=0.0, known_p=known_p)
+        assert in_lockstep(stale, core(FedAvgISCore, 5, lr=0.3, known_p=known_p), 2) >= 5
+
+
+def test_beta_zero_with_estimated_p_is_fedau_without_cutoff() -> None:
+    """The authors' unknown-p runs estimate 1/p_i with FedAU's intervals, cut-off 1e8."""
+    stale = core(FedStaleCore, 4, lr=0.3, beta=0.0)
+    assert in_lockstep(stale, core(FedAUCore, 4, lr=0.3, cutoff=10**8), 3) >= 5
+
+
+def test_the_estimated_inverse_p_by_hand() -> None:
+    """N = 2; rounds {0, 1}, {0}, {1}, {1}: 1 until an interval is seen; client 1's
+    intervals before round 4 are 1 and 2, so 1/p_hat_1 = 1.5 there."""
+    c = core(FedStaleCore, 2, lr=1.0, beta=0.5)
+    state = c.init([np.zeros(DIM, np.float32)])
+    seen = []
+    for t, active in enumerate(([0, 1], [0], [1], [1]), start=1):
+        out = c.aggregate(state, t, [vector_reply(i, state.w) for i in active], 1)
+        seen.append(out.diagnostics["mean-weight"])
+        state = out.state
+    assert seen == [1.0, 1.0, 1.0, 1.5]
+
+
+def test_fedstale_reads_the_hidden_law_only_when_told(tiny_gaussian: Scenario) -> None:
+    scenario = with_overrides(
+        tiny_gaussian,
+        {
+            "availability": {"oracle": "bernoulli", "params": {"p": [1.0, 0.5, 0.25]}},
+            "algorithm": {"name": "fedstale", "params": {"beta": 0.5}},
+        },
+    )
+    assert Experiment(scenario, 0).strategy().core.known_p is None
+    oracle = with_overrides(scenario, {"algorithm.params.availability": "oracle"})
+    np.testing.assert_array_equal(Experiment(oracle, 0).strategy().core.known_p, [1.0, 0.5, 0.25])
+    active = with_overrides(scenario, {"algorithm.name": "fedstale-active"})
+    assert type(Experiment(active, 0).strategy().core) is FedStaleActiveCore
+    with pytest.raises(ScenarioError, match="algorithm.params.availability"):
+        with_overrides(scenario, {"algorithm.params.availability": "true"})
+
+
+@pytest.mark.parametrize("name", ["fedstale", "fedstale-active"])
+def test_a_bad_beta_is_named(name: str) -> None:
+    raw = {**TINY_GAUSSIAN, "algorithm": {"name": name, "params": {"beta": 1.5}}}
+    assert "algorithm.params.beta" in scenario_error(raw)
+    for cls in (FedStaleCore, FedStaleActiveCore):
+        with pytest.raises(ValueError, match="beta"):
+            core(cls, beta=-0.1)
+
+
+# ------------------------------------- FedStale over the active set (fedstale-active)
+def test_fedstale_active_direction_by_hand() -> None:
     varp, fresh = np.array([4.0, -2.0]), np.array([6.0, 2.0])  # two participants
     # beta = 0.25: 0.25 * varp + 0.75 * fresh / 2 = (1 + 2.25, -0.5 + 0.75)
-    np.testing.assert_allclose(fedstale_direction(varp, fresh, 2, 0.25), [3.25, 0.25])
-    assert fedstale_direction(varp, fresh, 2, 1.0) is varp
-    assert fedstale_direction(varp, fresh, 2, 0.0).tolist() == [3.0, 1.0]
+    np.testing.assert_allclose(fedstale_active_direction(varp, fresh, 2, 0.25), [3.25, 0.25])
+    assert fedstale_active_direction(varp, fresh, 2, 1.0) is varp
+    assert fedstale_active_direction(varp, fresh, 2, 0.0).tolist() == [3.0, 1.0]
 
 
-def test_fedstale_core_two_rounds_by_hand() -> None:
+def test_fedstale_active_core_two_rounds_by_hand() -> None:
     """N = 3, eta = 0.5, beta = 0.25, w_1 = 0; G_i = (w - w_i) / eta."""
-    c = core(FedStaleCore, beta=0.25)
+    c = core(FedStaleActiveCore, beta=0.25)
     state = c.init([np.zeros(DIM, np.float32)])
     # Round 1: clients 0 and 1 return -1 and -2: G = (2, 4), memory before = 0.
     # varp = 0 + (2 + 4) / 2 = 3; fresh mean 3; v = 3; w_2 = 0 - 0.5 * 3 = -1.5.
@@ -60,8 +187,8 @@ def test_fedstale_core_two_rounds_by_hand() -> None:
     assert not empty.aggregated and empty.state.memory.tau.tolist() == [2, 1, 3]
 
 
-def test_beta_one_is_fedvarp_bit_for_bit() -> None:
-    stale, varp = core(FedStaleCore, 5, beta=1.0), core(FedVARPCore, 5)
+def test_fedstale_active_beta_one_is_fedvarp_bit_for_bit() -> None:
+    stale, varp = core(FedStaleActiveCore, 5, beta=1.0), core(FedVARPCore, 5)
     a, b = stale.init([np.zeros(DIM, np.float32)]), varp.init([np.zeros(DIM, np.float32)])
     for t, active, rng in random_rounds(0, 5, 12):
         replies = [vector_reply(i, a.w + rng.standard_normal(DIM)) for i in active]
@@ -72,10 +199,10 @@ def test_beta_one_is_fedvarp_bit_for_bit() -> None:
         assert a.memory.updates.tobytes() == b.memory.updates.tobytes()
 
 
-def test_beta_zero_is_fedavg_over_the_participating_clients() -> None:
+def test_fedstale_active_beta_zero_is_fedavg_over_the_participating_clients() -> None:
     """Each round, from the same broadcast, FedAvg's example-weighted mean of the
-    returned models (equal sizes) and FedStale(0)'s step agree to float32 rounding."""
-    stale, fedavg = core(FedStaleCore, 4, lr=0.3, beta=0.0), FedAvgCore()
+    returned models (equal sizes) and FedStale-active(0)'s step agree to float32."""
+    stale, fedavg = core(FedStaleActiveCore, 4, lr=0.3, beta=0.0), FedAvgCore()
     state = stale.init([np.zeros(DIM, np.float32)])
     steps = 0
     for t, active, rng in random_rounds(1, 4, 12):
@@ -93,7 +220,7 @@ def test_beta_zero_is_fedavg_over_the_participating_clients() -> None:
 def test_an_intermediate_beta_is_neither_end() -> None:
     ends = {}
     for beta in (0.0, 0.5, 1.0):
-        c = core(FedStaleCore, 2, lr=1.0, beta=beta)
+        c = core(FedStaleActiveCore, 2, lr=1.0, beta=beta)
         s = c.init([np.zeros(DIM, np.float32)])
         s = c.aggregate(
             s, 1, [vector_reply(0, -np.ones(DIM)), vector_reply(1, np.ones(DIM))], 1
@@ -101,13 +228,6 @@ def test_an_intermediate_beta_is_neither_end() -> None:
         ends[beta] = c.aggregate(s, 2, [vector_reply(0, s.w - 3.0)], 1).state.w[0]
     # Round 1: G = (1, -1), w_2 = 0. Round 2: G_0 = 3; varp = 0 + (3 - 1) = 2, fresh 3.
     assert (ends[0.0], ends[1.0], ends[0.5]) == (-3.0, -2.0, -2.5)
-
-
-def test_a_bad_beta_is_named() -> None:
-    raw = {**TINY_GAUSSIAN, "algorithm": {"name": "fedstale", "params": {"beta": 1.5}}}
-    assert "algorithm.params.beta" in scenario_error(raw)
-    with pytest.raises(ValueError, match="beta"):
-        core(FedStaleCore, beta=-0.1)
 
 
 # ------------------------------------------- the server learning rate eta_g (issue 17)
