@@ -39,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -110,6 +111,15 @@ def run_folder(out: Path, name: str, label: str, seed: int) -> Path:
     )
 
 
+def remove_stale(path: Path) -> None:
+    """Remove what ``path`` names in a run folder, whatever it is: a file, a link (not
+    what it points to) or a folder planted where a file goes (``checkpoint.bin/``)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
 class RunDirectory:
     """Files of one (scenario variant, seed) run."""
 
@@ -160,7 +170,7 @@ class RunDirectory:
             acquire(self.path)  # held until this process ends
         self.path.mkdir(parents=True, exist_ok=True)
         for stale in STALE_FILES:
-            (self.path / stale).unlink(missing_ok=True)
+            remove_stale(self.path / stale)
         self.write("scenario.yaml", yaml.safe_dump({**scenario, "seed": seed}, sort_keys=False))
         fingerprint = {
             "scenario": scenario_fingerprint(scenario, seed),
