@@ -49,6 +49,7 @@ import numpy as np
 import yaml
 
 from fedram_flwr.config import ScenarioError
+from fedram_flwr.rundir import integrity
 from fedram_flwr.rundir.fingerprint import (
     code_version,
     dict_diff,
@@ -253,8 +254,9 @@ class RunDirectory:
 
     def damage(self) -> str | None:
         """What makes this (complete) run's results unusable, or None: a missing or
-        garbled ``scenario.yaml`` / ``summary.json`` / ``metrics.jsonl``, or metrics that
-        stop before the scenario's last round."""
+        garbled ``scenario.yaml`` / ``summary.json`` / ``metrics.jsonl`` /
+        ``final_model.npz`` / ``weights.npy`` (:mod:`~fedram_flwr.rundir.integrity`), or
+        metrics that stop before the scenario's last round."""
         try:
             scenario = self.scenario()
             if not isinstance(scenario, dict) or "seed" not in scenario:
@@ -269,14 +271,15 @@ class RunDirectory:
             return f"summary.json unreadable ({type(err).__name__})"
         try:
             rows = self.read_metrics()
-        except ValueError:
+        except (OSError, ValueError):
             return "metrics.jsonl is truncated or garbled"
-        if not rows or not all(isinstance(r, dict) for r in rows):
-            return "metrics.jsonl is empty or garbled"
-        last = rows[-1].get("round")
-        if last != scenario.get("rounds", last) or last != summary.get("rounds", last):
-            return f"metrics.jsonl ends at round {last} of {scenario.get('rounds')}"
-        return None
+        rounds = scenario.get("rounds")
+        return (
+            integrity.metrics_damage(rows, summary.get("rounds", rounds))
+            or integrity.metrics_damage(rows, rounds)
+            or integrity.final_model_damage(self.path / integrity.FINAL_MODEL_FILE)
+            or integrity.weights_damage(self.path / WEIGHTS_FILE, summary.get("rounds", rounds))
+        )
 
     def changes(self, scenario: Mapping[str, Any], seed: int) -> str | None:
         """How ``(scenario, seed)`` differs from what this run recorded (its changed
