@@ -217,18 +217,17 @@ def run_in_process(
 
 
 def resume_from(out: RunDirectory, scenario: Scenario, seed: int, label: str) -> Checkpoint | None:
-    """The checkpoint this run continues from, or None; says which on stderr."""
+    """The checkpoint this run may continue from (once checked against the live run:
+    :func:`restore_or_start`), or None, saying why on stderr."""
     saved, why = checkpoint.resume_point(out, scenario.to_dict(), seed)
-    tag = label or str(out.path)
-    if saved is not None:
-        print(
-            f"{tag}: resuming from its checkpoint after round {saved.round} of {scenario.rounds}",
-            file=sys.stderr,
-            flush=True,
-        )
-    elif why:
-        print(f"{tag}: checkpoint not used ({why}); starting from round 1", file=sys.stderr)
+    if saved is None and why:
+        not_used(out, label, why)
     return saved
+
+
+def not_used(out: RunDirectory, label: str, why: str) -> None:
+    tag = label or str(out.path)
+    print(f"{tag}: checkpoint not used ({why}); starting from round 1", file=sys.stderr)
 
 
 def _serve(
@@ -278,16 +277,18 @@ def restore_or_start(
         try:
             restore_checkpoint(saved, server, contexts)
         except CheckpointError as err:
-            tag = label or str(out.path)
-            print(
-                f"{tag}: checkpoint not used ({CHECKPOINT_FILE} is {err}); starting from round 1",
-                file=sys.stderr,
-            )
+            not_used(out, label, f"{CHECKPOINT_FILE} is {err}")
             saved = None
     if saved is None:
         out.start(exp.scenario.to_dict(), exp.seed, engine="in-process", api="legacy")
-    else:
-        checkpoint.resume(out, saved, engine="in-process")
+        return None
+    print(
+        f"{label or out.path}: resuming from its checkpoint after round {saved.round} of "
+        f"{exp.scenario.rounds}",
+        file=sys.stderr,
+        flush=True,
+    )
+    checkpoint.resume(out, saved, engine="in-process")
     return saved
 
 

@@ -116,6 +116,8 @@ def read_checkpoint(path: Path) -> Checkpoint:
         return checked_fields(state_codec.decode(payload))
     except CheckpointError:
         raise
+    except state_codec.StateCodecError as err:
+        raise CheckpointError(f"garbled ({err})") from None
     except Exception as err:  # a forged payload, whatever it breaks
         raise CheckpointError(f"garbled ({type(err).__name__}: {err})") from None
 
