@@ -196,10 +196,11 @@ def resume_point(
     try:
         with run.metrics_path.open("rb") as fh:
             head = fh.read(checkpoint.metrics_bytes)
-    except OSError:
-        head = b""
+    except OSError as err:
+        return None, f"metrics.jsonl is unreadable ({type(err).__name__})"
     if (
-        len(head) != checkpoint.metrics_bytes
+        not head
+        or len(head) != checkpoint.metrics_bytes
         or hashlib.sha256(head).hexdigest() != checkpoint.metrics_sha256
     ):
         return None, f"metrics.jsonl no longer holds rounds 0-{checkpoint.round}"

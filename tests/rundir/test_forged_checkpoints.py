@@ -133,6 +133,15 @@ FORGERIES: dict[str, Callable[[Path, Checkpoint], None]] = {
         path.parent, dataclasses.replace(saved, clients={99: next(iter(saved.clients.values()))})
     ),
     "checkpoint.bin a folder": a_folder,
+    "no metrics counted, metrics.jsonl gone": lambda path, saved: (
+        (path.parent / "metrics.jsonl").unlink(),
+        write_checkpoint(
+            path.parent,
+            dataclasses.replace(
+                saved, metrics_bytes=0, metrics_sha256=hashlib.sha256(b"").hexdigest()
+            ),
+        ),
+    ),
 }
 
 
