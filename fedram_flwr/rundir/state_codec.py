@@ -227,9 +227,9 @@ def check_like(value: Any, template: Any, where: str) -> None:
     """Raise :class:`StateCodecError` unless ``value`` (decoded from a checkpoint) has
     the shape of ``template`` (the same value taken from the live run): the same
     dataclass, the same ``str`` keys (``int``-keyed maps may differ in keys, each value
-    like the template's first), arrays of the same dtype and shape, scalars of the same
-    type. Where the template holds ``None`` (a value not known yet) anything decoded
-    is taken."""
+    like the template's first), arrays of the same shape and kind of dtype, numbers of
+    the same kind (:func:`scalar_kind`), strings for strings. Where the template holds
+    ``None`` (a value not known yet) anything decoded is taken."""
     if template is None:
         return
     if dataclasses.is_dataclass(template) and not isinstance(template, type):
@@ -241,22 +241,32 @@ def check_like(value: Any, template: Any, where: str) -> None:
             if f.init:
                 check_like(getattr(value, f.name), getattr(template, f.name), f"{where}.{f.name}")
         return
-    if isinstance(template, np.ndarray | np.generic):
-        same = type(value) is type(template) and value.dtype == template.dtype
-        if not same or np.shape(value) != np.shape(template):
+    if isinstance(template, np.ndarray):
+        same = isinstance(value, np.ndarray) and value.dtype.kind == template.dtype.kind
+        if not same or value.shape != template.shape:
             got = f"{type(value).__name__} {getattr(value, 'dtype', '')} {np.shape(value)}"
-            raise StateCodecError(
-                f"{where}: {got.strip()}, not {template.dtype} {np.shape(template)}"
-            )
+            raise StateCodecError(f"{where}: {got}, not {template.dtype} {template.shape}")
         return
     if isinstance(template, dict):
         _check_dict(value, template, where)
     elif isinstance(template, list | tuple):
         _check_sequence(value, template, where)
-    elif type(value) is not type(template):
+    elif scalar_kind(value) != scalar_kind(template):
         raise StateCodecError(
             f"{where}: {value!r} is a {type(value).__name__}, not a {type(template).__name__}"
         )
+
+
+def scalar_kind(value: Any) -> str:
+    """``b``, ``i``, ``f``, ``c`` for Python's and numpy's booleans, integers, floats and
+    complex numbers alike (a count may be an ``int`` or an ``np.int64``); else the
+    type's name."""
+    if isinstance(value, np.generic):
+        return value.dtype.kind
+    for kind, types in (("b", bool), ("i", int), ("f", float), ("c", complex)):
+        if isinstance(value, types):
+            return kind
+    return type(value).__name__
 
 
 def _check_dict(value: Any, template: dict, where: str) -> None:
@@ -281,6 +291,8 @@ def _check_sequence(value: Any, template: list | tuple, where: str) -> None:
     if len(value) == len(template):
         for i, (item, like) in enumerate(zip(value, template)):
             check_like(item, like, f"{where}[{i}]")
+    elif template and all(isinstance(like, np.ndarray) for like in template):  # a model
+        raise StateCodecError(f"{where}: {len(value)} arrays, not {len(template)}")
     elif template:
         for i, item in enumerate(value):
             check_like(item, template[0], f"{where}[{i}]")

@@ -228,3 +228,29 @@ def test_a_forged_payload_is_refused_with_a_reason(tmp_path, payload: bytes, why
     (never MemoryError, RecursionError, an import or a call) naming what is wrong."""
     with pytest.raises(CheckpointError, match=why):
         read_checkpoint(payload_file(tmp_path / CHECKPOINT_FILE, payload))
+
+
+@pytest.mark.parametrize(
+    ("value", "template", "ok"),
+    [
+        (np.int64(3), 0, True),  # a count, whether Python's or numpy's
+        ("3", 0, False),
+        (True, 0, False),
+        (np.zeros(3, np.float64), np.zeros(3, np.float32), True),
+        (np.zeros(4), np.zeros(3), False),
+        (np.zeros(3, np.int64), np.zeros(3), False),
+        ({1: np.ones(2), 7: np.ones(2)}, {0: np.zeros(2)}, True),  # keyed by client
+        ({"1": np.ones(2)}, {0: np.zeros(2)}, False),
+        ({"a": 1}, {"a": 1, "b": 2}, False),  # attributes by name: exactly these
+        ([np.ones(2)], [np.ones(2), np.ones(3)], False),
+        ({"x": np.ones(5)}, {"x": None}, True),  # not known at round 0
+    ],
+)
+def test_a_state_value_must_have_the_live_ones_shape(value, template, ok: bool) -> None:
+    from fedram_flwr.rundir.state_codec import StateCodecError, check_like
+
+    if ok:
+        check_like(value, template, "strategy")
+    else:
+        with pytest.raises(StateCodecError, match="strategy"):
+            check_like(value, template, "strategy")
