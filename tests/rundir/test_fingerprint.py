@@ -77,3 +77,26 @@ def test_a_staged_flower_app_has_the_checkouts_code_fingerprint(tmp_path: Path) 
     assert source_digest(roots) == code_version()["source"]
     (staged / "strategies" / "base.py").write_text("# changed\n")
     assert source_digest(roots) != code_version()["source"]
+
+
+def test_flower_ships_every_file_the_fingerprint_hashes() -> None:
+    """Flower leaves files out of a FAB (``test_*.py``, ``*_test.py``, ``lib/``, ...): a
+    package file of such a name would be hashed in a checkout and missing from the
+    engines' copy, and the fingerprints would differ again."""
+    import warnings
+
+    import tomli
+    from flwr.cli.utils import build_pathspec
+    from flwr.common.constant import FAB_EXCLUDE_PATTERNS
+
+    from fedram_flwr.engines.flwr.staging import installed_layout
+
+    repo = Path(__file__).resolve().parents[2]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        excluded = build_pathspec(list(FAB_EXCLUDE_PATTERNS))
+    layout = installed_layout(tomli.loads((repo / "pyproject.toml").read_text()))
+    folders = ["fedram_flwr", *layout]
+    files = [p.relative_to(repo).as_posix() for f in folders for p in (repo / f).rglob("*.py")]
+    assert len(files) > 50
+    assert [f for f in files if excluded.match_file(f)] == []
