@@ -263,6 +263,10 @@ def test_a_second_writer_fails_at_once_naming_the_folder_and_pid(
         (lambda d: (d.path / "scenario.yaml").write_text("rounds: [6\n"), "scenario.yaml"),
         (lambda d: (d.path / "summary.json").write_text("{"), "summary.json"),
         (lambda d: (d.path / "summary.json").write_text("garbage"), "summary.json"),
+        (
+            lambda d: (d.path / "summary.json").write_text('{"final": 5}'),
+            "summary.json's 'final' is not an object of metrics",
+        ),
         (lambda d: (d.path / "final_model.npz").unlink(), "final_model.npz is missing"),
         (
             lambda d: (d.path / "final_model.npz").write_bytes(b"PK\x03\x04 garbage"),

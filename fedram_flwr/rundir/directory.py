@@ -265,10 +265,10 @@ class RunDirectory:
             return f"scenario.yaml unreadable ({type(err).__name__})"
         try:
             summary = self.read_summary()
-            if not isinstance(summary, dict):
-                return "summary.json is garbled"
         except (OSError, ValueError) as err:
             return f"summary.json unreadable ({type(err).__name__})"
+        if (why := integrity.summary_damage(summary)) is not None:
+            return why
         try:
             rows = self.read_metrics()
         except (OSError, ValueError):

@@ -12,6 +12,23 @@ from typing import Any
 import numpy as np
 
 FINAL_MODEL_FILE = "final_model.npz"
+SUMMARY_STATS = ("final", "tail-mean", "time-mean")
+"""The summary's per-run statistics (metric -> value), as :func:`summarise
+<fedram_flwr.outputs.summarise>` writes them."""
+
+
+def summary_damage(summary: Any) -> str | None:
+    """What is wrong with ``summary.json``'s value: not an object, a statistic that is
+    not an object of metrics, or ``warnings`` that are not a list of strings."""
+    if not isinstance(summary, dict):
+        return "summary.json is garbled"
+    for stat in SUMMARY_STATS:
+        if stat in summary and not isinstance(summary[stat], dict):
+            return f"summary.json's {stat!r} is not an object of metrics"
+    warnings = summary.get("warnings", [])
+    if not (isinstance(warnings, list) and all(isinstance(w, str) for w in warnings)):
+        return "summary.json's 'warnings' is not a list of strings"
+    return None
 
 
 def metrics_damage(rows: list[Any], rounds: Any) -> str | None:
