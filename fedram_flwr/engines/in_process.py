@@ -226,6 +226,7 @@ def resume_from(out: RunDirectory, scenario: Scenario, seed: int, label: str) ->
 
 
 def not_used(out: RunDirectory, label: str, why: str) -> None:
+    """Say on stderr that the run's checkpoint is not used, and why."""
     tag = label or str(out.path)
     print(f"{tag}: checkpoint not used ({why}); starting from round 1", file=sys.stderr)
 
