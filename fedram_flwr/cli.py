@@ -8,6 +8,7 @@
     fedram run scenarios/demo.yaml --engine flwr --ray-address HEAD:6379  # clients on it
     fedram run scenarios/table1.yaml --seeds 0 1 2 --set rounds=300 --set training.local_epochs=2
     fedram report runs/demo                              # report.md + figures
+    fedram report runs/demo --strict                     # ... exit 1 unless every run is whole
     fedram show scenarios/table1.yaml                    # resolved scenario and its variants
 
 Relative paths in a scenario (``data.root``, a trace file) and in ``$FEDRAM_DATA`` are
@@ -67,7 +68,7 @@ from fedram_flwr.outputs import RunDirectory
 from fedram_flwr.plot_inputs import complete_plot_inputs
 from fedram_flwr.plots import plot_run
 from fedram_flwr.registry import load_scenario, with_overrides
-from fedram_flwr.report import write_report
+from fedram_flwr.report import RunSet, write_report
 from fedram_flwr.run_checks import refuse_changed, refuse_resumable, skip
 from fedram_flwr.rundir import run_folder
 from fedram_flwr.sweep import swept_values
@@ -153,6 +154,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--force", action="store_true", help="rerun complete runs too")
     rep = sub.add_parser("report", help="tables and figures from a folder of runs")
     rep.add_argument("runs", type=Path)
+    rep.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 when a run is damaged (complete, its files missing or garbled), "
+        "failed or interrupted; the report is written all the same",
+    )
     show = sub.add_parser("show", help="print the resolved scenario and its variants")
     show.add_argument("scenario", type=Path)
     return p
@@ -318,6 +325,20 @@ def cmd_report(args: argparse.Namespace) -> int:
     report = write_report(args.runs)
     print(report.read_text())
     print(f"fedram: wrote {report}", file=sys.stderr)
+    return report_problems(RunSet.load(args.runs), strict=args.strict)
+
+
+def report_problems(runs: RunSet, *, strict: bool) -> int:
+    """Say on stderr which runs are damaged (and, with ``strict``, which did not
+    complete); the exit status: 1 with ``strict`` when any is, else 0."""
+    damaged, incomplete = runs.damaged(), runs.incomplete()
+    for what, listed in (("damaged", damaged), ("incomplete", incomplete if strict else [])):
+        if listed:
+            print(f"fedram: {len(listed)} {what} run(s), left out of the report:", file=sys.stderr)
+            print("\n".join(f"  {path}: {why}" for path, why in listed), file=sys.stderr)
+    if strict and (damaged or incomplete):
+        print("fedram: error: --strict: not every run is complete and whole", file=sys.stderr)
+        return 1
     return 0
 
 

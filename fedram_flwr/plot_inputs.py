@@ -4,6 +4,8 @@ from the run folder alone, never rebuilding an Experiment."""
 
 from __future__ import annotations
 
+import sys
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -49,12 +51,26 @@ def write_plot_inputs(path: Path, exp: Experiment) -> None:
 
 
 def complete_plot_inputs(root: Path) -> None:
-    """Write ``plot_inputs.npz`` into the complete runs under ``root`` that lack it (run
-    folders made before it existed), by rebuilding each run's Experiment once."""
+    """Write ``plot_inputs.npz`` into the complete, whole runs under ``root`` that lack it
+    (run folders made before it existed, or by Flower's engines) or whose copy does not
+    read, by rebuilding each run's Experiment once (saying so on stderr)."""
     for status in sorted(Path(root).rglob("status.json")):
         run = RunDirectory(status.parent)
-        if run.status() != "complete" or (run.path / PLOT_INPUTS_FILE).is_file():
+        if run.status() != "complete" or run.damage() is not None:
+            continue
+        state = plot_inputs_state(run)
+        if state == "whole":
             continue
         raw = run.scenario()
         seed = raw.pop("seed")
         write_plot_inputs(run.path, Experiment(scenario_from_dict(raw), seed))
+        if state != "missing":
+            print(f"fedram: {run.path}: {state}; written again", file=sys.stderr)
+
+
+def plot_inputs_state(run: RunDirectory) -> str:
+    """``whole``, ``missing`` or what is wrong with ``run``'s ``plot_inputs.npz``."""
+    try:
+        return "missing" if run.read_plot_inputs() is None else "whole"
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+        return f"{PLOT_INPUTS_FILE} was unreadable ({type(err).__name__})"

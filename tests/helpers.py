@@ -434,8 +434,8 @@ def write_run(
 ) -> RunDirectory:
     """A run folder ``root/label/seed<seed>`` written by hand: ``rows`` as metrics, a
     summary whose ``final`` and ``tail-mean`` are the last row (unless given), a
-    fashion-mnist scenario with the seed, and ``variant.json`` when ``variant`` (the
-    swept {field: value}) is given."""
+    fashion-mnist scenario with the seed, a (dummy) final model, and ``variant.json``
+    when ``variant`` (the swept {field: value}) is given."""
     run = RunDirectory(root / label / f"seed{seed}")
     run.path.mkdir(parents=True)
     for row in rows:
@@ -444,6 +444,7 @@ def write_run(
         summary = {"rounds": rows[-1]["round"], "final": rows[-1], "tail-mean": rows[-1]}
     run.write("summary.json", json.dumps(summary))
     run.write("scenario.yaml", yaml.safe_dump({"data": {"dataset": "fashion-mnist"}, "seed": seed}))
+    np.savez(run.path / "final_model.npz", np.zeros(2, np.float32))  # a complete run has one
     run.set_status(status)
     if variant is not None:
         run.write_variant(label, variant)

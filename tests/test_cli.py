@@ -262,11 +262,28 @@ def test_a_second_writer_fails_at_once_naming_the_folder_and_pid(
         (lambda d: (d.path / "summary.json").unlink(), "summary.json"),
         (lambda d: (d.path / "scenario.yaml").write_text("rounds: [6\n"), "scenario.yaml"),
         (lambda d: (d.path / "summary.json").write_text("{"), "summary.json"),
+        (lambda d: (d.path / "summary.json").write_text("garbage"), "summary.json"),
+        (
+            lambda d: (d.path / "summary.json").write_text('{"final": 5}'),
+            "summary.json's 'final' is not an object of metrics",
+        ),
+        (lambda d: (d.path / "final_model.npz").unlink(), "final_model.npz is missing"),
+        (
+            lambda d: (d.path / "final_model.npz").write_bytes(b"PK\x03\x04 garbage"),
+            "final_model.npz is unreadable",
+        ),
+        (lambda d: append(d.metrics_path, "garbage\n"), "metrics.jsonl is truncated or garbled"),
+        (
+            lambda d: append(d.metrics_path, d.metrics_path.read_text().splitlines()[-1] + "\n"),
+            "metrics.jsonl has rounds out of order or twice",
+        ),
     ],
 )
 def test_a_damaged_complete_run_is_reported_and_redone(
     complete_run: tuple[Path, Path], tmp_path: Path, capsys, damage, why: str
 ) -> None:
+    """A complete run whose files are missing or garbled is listed apart by the report
+    (stderr too; ``--strict``: exit 1) and run again by ``fedram run``, never skipped."""
     scenario, built = complete_run
     out = tmp_path / "runs"
     shutil.copytree(built, out)  # the module's complete run, damaged here
@@ -274,11 +291,42 @@ def test_a_damaged_complete_run_is_reported_and_redone(
     run = RunDirectory(out / "tiny-gaussian" / "alpha=0.1" / "seed0")
     rows = without_timings(run.read_metrics())
     damage(run)
-    code, report, _ = fedram(capsys, "report", out / "tiny-gaussian")
-    assert code == 0 and f"- {run.path}: damaged: {why}" in report
+    code, report, err = fedram(capsys, "report", out / "tiny-gaussian")
+    damaged = report.split("## Damaged runs")[-1]
+    assert code == 0 and "## Damaged runs" in report and f"- {run.path}: {why}" in damaged
+    assert "1 damaged run(s)" in err and f"{run.path}: {why}" in err
+    code, _, err = fedram(capsys, "report", out / "tiny-gaussian", "--strict")
+    assert code == 1 and "--strict: not every run is complete and whole" in err
     code, _, err = fedram(capsys, *args)
-    assert code == 0 and f"complete but damaged ({why}" in err
+    assert code == 0 and f"complete but damaged ({why}" in err and "skipped" not in err
     assert run.damage() is None and without_timings(run.read_metrics()) == rows
+    assert fedram(capsys, "report", out / "tiny-gaussian", "--strict")[0] == 0
+
+
+def append(path: Path, text: str) -> None:
+    with path.open("a") as fh:
+        fh.write(text)
+
+
+@pytest.mark.parametrize("damage", ["missing", "garbled"])
+def test_a_complete_runs_plot_inputs_are_written_again(
+    complete_run: tuple[Path, Path], tmp_path: Path, capsys, damage: str
+) -> None:
+    """``plot_inputs.npz`` is rebuilt from the run's scenario and final model (Flower's
+    engines leave it to the CLI): missing or garbled, the report writes it again and the
+    run stays complete; a garbled one is named."""
+    _, built = complete_run
+    out = tmp_path / "runs"
+    shutil.copytree(built, out)
+    run = RunDirectory(out / "tiny-gaussian" / "alpha=0.1" / "seed0")
+    whole = run.read_plot_inputs()
+    path = run.path / "plot_inputs.npz"
+    path.unlink() if damage == "missing" else path.write_bytes(b"PK\x03\x04 garbage")
+    code, _, err = fedram(capsys, "report", out / "tiny-gaussian", "--strict")
+    assert code == 0 and ("plot_inputs.npz was unreadable" in err) == (damage == "garbled")
+    again = run.read_plot_inputs()
+    assert sorted(again) == sorted(whole)
+    assert all(np.array_equal(again[k], whole[k]) for k in whole)
 
 
 def test_a_dead_run_reads_interrupted_and_is_run_again(tmp_path: Path, capsys) -> None:

@@ -61,6 +61,7 @@ from fedram_flwr.protocol import npy_array, npy_bytes
 from fedram_flwr.rundir import (
     CHECKPOINT_FILE,
     Checkpoint,
+    CheckpointError,
     checkpoint,
     code_version,
     default_checkpoint_every,
@@ -199,16 +200,13 @@ def run_in_process(
     if every < 0:
         raise ValueError(f"checkpoint_every: a number of rounds >= 0 (0: never), got {every}")
     with out.lock(), signals_raise(signal.SIGTERM, signal.SIGHUP):
-        exp = Experiment(scenario, seed)
-        saved = resume_from(out, scenario, seed, label) if resume and serve is None else None
-        if saved is None:
-            out.start(scenario.to_dict(), seed, engine="in-process", api=api)
-        else:
-            checkpoint.resume(out, saved, engine="in-process")
-        try:
+        try:  # from here on the run's status is final however it ends (bar SIGKILL)
+            exp = Experiment(scenario, seed)
+            saved = resume_from(out, scenario, seed, label) if resume and serve is None else None
             if serve is None:
                 _serve(exp, out, label, every, saved)
             else:
+                out.start(scenario.to_dict(), seed, engine="in-process", api=api)
                 serve(exp, out, label)
         except BaseException as err:
             out.set_status(
@@ -219,18 +217,18 @@ def run_in_process(
 
 
 def resume_from(out: RunDirectory, scenario: Scenario, seed: int, label: str) -> Checkpoint | None:
-    """The checkpoint this run continues from, or None; says which on stderr."""
+    """The checkpoint this run may continue from (once checked against the live run:
+    :func:`restore_or_start`), or None, saying why on stderr."""
     saved, why = checkpoint.resume_point(out, scenario.to_dict(), seed)
-    tag = label or str(out.path)
-    if saved is not None:
-        print(
-            f"{tag}: resuming from its checkpoint after round {saved.round} of {scenario.rounds}",
-            file=sys.stderr,
-            flush=True,
-        )
-    elif why:
-        print(f"{tag}: checkpoint not used ({why}); starting from round 1", file=sys.stderr)
+    if saved is None and why:
+        not_used(out, label, why)
     return saved
+
+
+def not_used(out: RunDirectory, label: str, why: str) -> None:
+    """Say on stderr that the run's checkpoint is not used, and why."""
+    tag = label or str(out.path)
+    print(f"{tag}: checkpoint not used ({why}); starting from round 1", file=sys.stderr)
 
 
 def _serve(
@@ -253,8 +251,7 @@ def _serve(
     server.after_round = checkpoint_every_k_rounds(
         out, every, scenario.rounds, server, contexts, identity
     )
-    if saved is not None:
-        restore_checkpoint(saved, server, contexts)
+    saved = restore_or_start(out, exp, label, saved, server, contexts)
     server.set_max_workers(1)
     with quiet_single_threaded():
         server.fit(num_rounds=scenario.rounds, timeout=None)
@@ -263,6 +260,37 @@ def _serve(
     (out.path / CHECKPOINT_FILE).unlink(missing_ok=True)  # only an unfinished run needs it
     if saved is not None:
         checkpoint.note_resumed(out, saved.round)
+
+
+def restore_or_start(
+    out: RunDirectory,
+    exp: Experiment,
+    label: str,
+    saved: Checkpoint | None,
+    server: ResumableServer,
+    contexts: dict[int, Context],
+) -> Checkpoint | None:
+    """Resume ``out`` after ``saved`` (the server and clients restored, the folder
+    reopened), or start it from round 0, saying why, when there is no checkpoint or it
+    does not fit the live run (:func:`~fedram_flwr.engines.resume.check_against`);
+    returns the checkpoint used."""
+    if saved is not None:
+        try:
+            restore_checkpoint(saved, server, contexts)
+        except CheckpointError as err:
+            not_used(out, label, f"{CHECKPOINT_FILE} is {err}")
+            saved = None
+    if saved is None:
+        out.start(exp.scenario.to_dict(), exp.seed, engine="in-process", api="legacy")
+        return None
+    print(
+        f"{label or out.path}: resuming from its checkpoint after round {saved.round} of "
+        f"{exp.scenario.rounds}",
+        file=sys.stderr,
+        flush=True,
+    )
+    checkpoint.resume(out, saved, engine="in-process")
+    return saved
 
 
 @contextmanager

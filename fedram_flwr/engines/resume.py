@@ -14,10 +14,13 @@ model, and ``initialize_parameters``, happened before the interruption).
 
 from __future__ import annotations
 
+import io
+import math
 import timeit
 from collections.abc import Callable, Mapping
 from logging import INFO
 
+import numpy as np
 from flwr.common import Context, Parameters, RecordDict, Scalar
 from flwr.common.logger import log
 from flwr.common.serde import recorddict_from_proto, recorddict_to_proto
@@ -28,8 +31,8 @@ from flwr.server.server import EvaluateResultsAndFailures
 from flwr.server.strategy import Strategy
 
 from fedram_flwr.engines.server import StrategyEveryRound
-from fedram_flwr.rundir import RunDirectory, checkpoint
-from fedram_flwr.rundir.checkpoint import Checkpoint
+from fedram_flwr.rundir import RunDirectory, checkpoint, state_codec
+from fedram_flwr.rundir.checkpoint import Checkpoint, CheckpointError
 
 
 class ResumableServer(StrategyEveryRound):
@@ -122,15 +125,85 @@ def restore_checkpoint(
 ) -> None:
     """Put the run back as it was after ``saved.round``: the server's model and start
     round, its strategy's state, the clients' ``Context.state`` and the oracle's round
-    counter (its draws are functions of (seed, round))."""
+    counter (its draws are functions of (seed, round)). Checked first
+    (:func:`check_against`): a :class:`CheckpointError` changes nothing."""
+    states = check_against(saved, server, contexts)
     server.parameters = Parameters(tensors=list(saved.parameters), tensor_type=saved.tensor_type)
     server.start_round = saved.round
     server.strategy.restore(saved.strategy)  # type: ignore[attr-defined]
     for pid, context in contexts.items():
-        context.state = (
-            state_from_bytes(saved.clients[pid]) if pid in saved.clients else RecordDict()
-        )
+        context.state = states.get(pid, RecordDict())
     server.client_manager().round = saved.round  # type: ignore[attr-defined]
+
+
+def check_against(
+    saved: Checkpoint, server: ResumableServer, contexts: Mapping[int, Context]
+) -> dict[int, RecordDict]:
+    """The clients' states of ``saved``, once it is known to fit the live run (built
+    for the same scenario, not yet started): its model the same arrays (number, dtype,
+    shape) as the strategy's initial model, its strategy state the shape of the live
+    strategy's ``checkpoint()`` (:func:`~fedram_flwr.rundir.state_codec.check_like`),
+    its clients among the run's partition ids, each state Flower's ``RecordDict``;
+    :class:`CheckpointError` naming the first field that does not."""
+    initial = getattr(getattr(server.strategy, "strategy", None), "initial_parameters", None)
+    if isinstance(initial, Parameters):
+        check_model(saved, initial)
+    try:
+        state_codec.check_like(saved.strategy, server.strategy.checkpoint(), "strategy")  # type: ignore[attr-defined]
+    except state_codec.StateCodecError as err:
+        raise CheckpointError(f"not this run's ({err})") from None
+    unknown = sorted(set(saved.clients) - set(contexts))
+    if unknown:
+        raise CheckpointError(f"not this run's (clients: no partition ids {unknown[:5]})")
+    states = {}
+    for pid, data in saved.clients.items():
+        try:
+            states[pid] = state_from_bytes(data)
+        except Exception as err:  # protobuf's DecodeError, or what a forged record breaks
+            raise CheckpointError(
+                f"garbled (clients[{pid}]: not a RecordDict, {type(err).__name__})"
+            ) from None
+    return states
+
+
+def check_model(saved: Checkpoint, initial: Parameters) -> None:
+    """:class:`CheckpointError` unless ``saved``'s parameters are arrays of the number,
+    shapes and dtype kinds of ``initial``'s (the model the run starts from; floats
+    may widen: Flower's QFedAvg aggregates float32 models into float64)."""
+    if saved.tensor_type != initial.tensor_type:
+        raise CheckpointError(
+            f"not this run's (tensor_type: {saved.tensor_type!r}, not {initial.tensor_type!r})"
+        )
+    if len(saved.parameters) != len(initial.tensors):
+        raise CheckpointError(
+            f"not this run's (parameters: {len(saved.parameters)} arrays, "
+            f"not the model's {len(initial.tensors)})"
+        )
+    for i, (data, like) in enumerate(zip(saved.parameters, initial.tensors)):
+        got, want = npy_layout(data), npy_layout(like)
+        if got is None or want is None or got[1] != want[1] or got[0].kind != want[0].kind:
+            shown = f"{got[0]} {got[1]}" if got else "not an array"
+            raise CheckpointError(
+                f"not this run's (parameters[{i}]: {shown}, not "
+                f"{want[0] if want else '?'} {want[1] if want else ''})"
+            )
+
+
+def npy_layout(data: bytes) -> tuple[np.dtype, tuple[int, ...]] | None:
+    """(dtype, shape) of an array in ``.npy`` bytes whose length matches its header
+    (read from the header only, nothing allocated); None for anything else."""
+    stream = io.BytesIO(data)
+    try:
+        version = np.lib.format.read_magic(stream)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(stream)
+        else:
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(stream)
+    except Exception:  # numpy raises ValueError, SyntaxError, ... on a bad header
+        return None
+    if dtype.hasobject or len(data) - stream.tell() != math.prod(shape) * dtype.itemsize:
+        return None
+    return dtype, tuple(shape)
 
 
 def checkpoint_every_k_rounds(

@@ -39,6 +39,15 @@ STATS = {
 }
 
 
+def damaged_section(damaged: list[tuple[str, str]]) -> str:
+    """The report's list of complete runs whose files are not whole (not in any table)."""
+    lines = [
+        "\n## Damaged runs (not in any table; `fedram run` runs them again)\n",
+        *[f"- {path}: {why}" for path, why in damaged],
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def write_report(root: str | Path) -> Path:
     """``report.md`` plus comparison figures in ``root``; returns the report path."""
     root = Path(root)
@@ -106,6 +115,8 @@ def write_report(root: str | Path) -> Path:
             "figure's legend):\n",
             group_weight_table(weights, groups),
         ]
+    if damaged := rs.damaged():
+        text += [damaged_section(damaged)]
     report = root / "report.md"
     report.write_text("\n".join(text))
     return report

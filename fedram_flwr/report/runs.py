@@ -16,6 +16,8 @@ import numpy as np
 
 from fedram_flwr.outputs import RunDirectory
 
+DAMAGED = "damaged: "
+"""How a complete run whose files are not whole reads (``damaged: <what>``)."""
 # Stats that older summaries lack: their tables are left out rather than flagged.
 OPTIONAL_STATS = ("time-mean",)
 
@@ -67,7 +69,7 @@ class Run:
         except (ValueError, KeyError, TypeError):  # a garbled variant.json
             fields = parse_label(label)
         if status == "complete" and (why := d.damage()) is not None:
-            status = f"damaged: {why}"
+            status = f"{DAMAGED}{why}"
         if status != "complete":
             return cls(path, label, status, fields)
         return cls(path, label, status, fields, d.scenario(), d.read_summary(), d.read_metrics())
@@ -109,10 +111,22 @@ class RunSet:
                 )
         return dict(out)
 
+    def damaged(self) -> list[tuple[str, str]]:
+        """(path, what is wrong) of the runs recorded complete whose files are not whole
+        (listed apart from the runs that did not complete; a rerun runs them again)."""
+        return [
+            (str(run.path), run.status.removeprefix(DAMAGED))
+            for run in self.runs
+            if run.status.startswith(DAMAGED)
+        ]
+
     def incomplete(self, stat: str = "final") -> list[tuple[str, str]]:
-        """(path, why) of the runs left out of ``stat``'s tables."""
+        """(path, why) of the runs left out of ``stat``'s tables, the damaged ones
+        (:meth:`damaged`) aside."""
         out = []
         for run in self.runs:
+            if run.status.startswith(DAMAGED):
+                continue
             if not run.complete:
                 out.append((str(run.path), run.status))
             elif stat not in run.summary and stat not in OPTIONAL_STATS:

@@ -17,37 +17,41 @@ still starts with the rows the checkpoint counted; anything else starts the run 
 (the CLI says why). A resumed run drops the rows after round r (:func:`resume`), so its
 files are those of a run never interrupted.
 
-The file: ``checkpoint.bin`` = a magic line, the sha256 of the payload, the payload (a
-pickle, protocol 5). Written to a temporary file, flushed to disk and renamed over the
-last one (:func:`write_checkpoint`): a reader sees the previous checkpoint or the new
-one, never half of one, and a payload whose digest does not match is never read. The
-payload is read with an unpickler that builds only numpy arrays and scalars, plain
-containers and the dataclasses of this package (as ``torch.load(weights_only=True)``
-does for tensors): a doctored file cannot run code.
+The file: ``checkpoint.bin`` = a magic line, the sha256 of the payload, the payload
+(:mod:`~fedram_flwr.rundir.state_codec`: JSON of the plain values, the arrays and bytes
+as raw buffers beside it; no pickle). Written to a temporary file, flushed to disk and
+renamed over the last one (:func:`write_checkpoint`): a reader sees the previous
+checkpoint or the new one, never half of one, and a payload whose digest does not match
+is never read. A payload is never trusted either, whatever its digest: it cannot run
+code or import a module, every field's type is checked (:func:`checked_fields`), its
+round must lie between 1 and the run's rounds - 1 (:func:`resume_point`), and its model,
+strategy state and client states are checked against the live run's before anything is
+restored (:func:`fedram_flwr.engines.resume.check_against`). Any failure to read or
+use one means the run starts over from round 0, saying why; never a crash.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-import io
 import json
 import os
-import pickle
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fedram_flwr.rundir import state_codec
 from fedram_flwr.rundir.directory import (
     CHECKPOINT_FILE,
     FINGERPRINT_FILE,
     STALE_FILES,
     RunDirectory,
+    remove_stale,
 )
 from fedram_flwr.rundir.fingerprint import code_version, scenario_fingerprint
 
-MAGIC = b"fedram-checkpoint 1\n"
+MAGIC = b"fedram-checkpoint 2\n"
 """First line of a checkpoint file; the number is the format's version."""
 CHECKPOINTS_PER_RUN = 20
 """The default interval is rounds // 20: at most 5% of a run is redone after an
@@ -79,38 +83,11 @@ class Checkpoint:
 
 
 # ------------------------------------------------------------------------- file
-_NUMPY = {
-    ("numpy", "dtype"),
-    ("numpy", "ndarray"),
-    ("numpy._core.numeric", "_frombuffer"),
-    ("numpy.core.numeric", "_frombuffer"),
-    ("numpy._core.multiarray", "_reconstruct"),
-    ("numpy.core.multiarray", "_reconstruct"),
-    ("numpy._core.multiarray", "scalar"),
-    ("numpy.core.multiarray", "scalar"),
-}
-_BUILTINS = {"set", "frozenset", "complex", "bytearray"}
-
-
-class _StateUnpickler(pickle.Unpickler):
-    """Builds numpy arrays and scalars, built-in containers and this package's
-    dataclasses; refuses every other global a pickle names."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) in _NUMPY or (module == "builtins" and name in _BUILTINS):
-            return super().find_class(module, name)
-        if module == "fedram_flwr" or module.startswith("fedram_flwr."):
-            found = super().find_class(module, name)
-            if isinstance(found, type) and dataclasses.is_dataclass(found):
-                return found
-        raise pickle.UnpicklingError(f"a checkpoint may not hold {module}.{name}")
-
-
 def write_checkpoint(folder: Path, checkpoint: Checkpoint) -> Path:
     """Write ``checkpoint`` as ``folder/checkpoint.bin`` atomically (temporary file,
     fsync, rename); returns its path."""
     fields = {f.name: getattr(checkpoint, f.name) for f in dataclasses.fields(checkpoint)}
-    payload = pickle.dumps(fields, protocol=5)
+    payload = state_codec.encode(fields)
     path = folder / CHECKPOINT_FILE
     tmp = folder / f".{CHECKPOINT_FILE}.tmp"
     with tmp.open("wb") as fh:
@@ -123,7 +100,9 @@ def write_checkpoint(folder: Path, checkpoint: Checkpoint) -> Path:
 
 
 def read_checkpoint(path: Path) -> Checkpoint:
-    """The checkpoint in ``path``; :class:`CheckpointError` unless it is whole."""
+    """The checkpoint in ``path``; :class:`CheckpointError` unless it is whole and every
+    field has its type (:func:`checked_fields`). Whatever a forged file holds, this
+    raises nothing else."""
     try:
         data = path.read_bytes()
     except OSError as err:
@@ -134,10 +113,50 @@ def read_checkpoint(path: Path) -> Checkpoint:
     if hashlib.sha256(payload).hexdigest().encode() != digest:
         raise CheckpointError("truncated or garbled (its sha256 does not match)")
     try:
-        fields = _StateUnpickler(io.BytesIO(payload)).load()
-        return Checkpoint(**fields)
-    except (pickle.UnpicklingError, TypeError, ValueError, EOFError, AttributeError) as err:
+        return checked_fields(state_codec.decode(payload))
+    except CheckpointError:
+        raise
+    except state_codec.StateCodecError as err:
+        raise CheckpointError(f"garbled ({err})") from None
+    except Exception as err:  # a forged payload, whatever it breaks
         raise CheckpointError(f"garbled ({type(err).__name__}: {err})") from None
+
+
+HEX64 = frozenset("0123456789abcdef")
+
+
+def checked_fields(fields: Any) -> Checkpoint:
+    """The :class:`Checkpoint` of a decoded payload, each field of its type:
+    :class:`CheckpointError` naming the first that is not."""
+    names = [f.name for f in dataclasses.fields(Checkpoint)]
+    if not isinstance(fields, dict) or sorted(fields) != sorted(names):
+        got = sorted(fields) if isinstance(fields, dict) else type(fields).__name__
+        raise CheckpointError(f"garbled (its fields are {got}, not {sorted(names)})")
+    for name in ("round", "metrics_bytes"):
+        if not _count(fields[name]):
+            raise CheckpointError(f"garbled ({name}: {fields[name]!r} is not an integer >= 0)")
+    for name in ("scenario", "code", "metrics_sha256"):
+        value = fields[name]
+        if not (isinstance(value, str) and len(value) == 64 and set(value) <= HEX64):
+            raise CheckpointError(f"garbled ({name}: {value!r} is not a sha256)")
+    if not isinstance(fields["tensor_type"], str):
+        raise CheckpointError("garbled (tensor_type: not a str)")
+    parameters = fields["parameters"]
+    if not isinstance(parameters, list) or not all(isinstance(t, bytes) for t in parameters):
+        raise CheckpointError("garbled (parameters: not a list of bytes)")
+    strategy = fields["strategy"]
+    if not isinstance(strategy, dict) or not all(isinstance(k, str) for k in strategy):
+        raise CheckpointError("garbled (strategy: not a dict of str keys)")
+    clients = fields["clients"]
+    if not isinstance(clients, dict) or not all(
+        _count(k) and isinstance(v, bytes) for k, v in clients.items()
+    ):
+        raise CheckpointError("garbled (clients: not a dict of partition id -> bytes)")
+    return Checkpoint(**fields)
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 # ------------------------------------------------------------------ the run folder
@@ -159,7 +178,7 @@ def resume_point(
     ``(None, why not)``; ``why`` is '' when the folder has no checkpoint."""
     path = run.path / CHECKPOINT_FILE
     if not path.is_file():
-        return None, ""
+        return None, (f"{CHECKPOINT_FILE} is not a file" if os.path.lexists(path) else "")
     status = run.status()
     if status in ("complete", "missing"):
         return None, f"the run's status is {status}"
@@ -171,13 +190,17 @@ def resume_point(
         return None, "it was made for another scenario or seed"
     if checkpoint.code != code_version()["source"]:
         return None, "it was made by other code"
+    rounds = scenario.get("rounds")
+    if not (isinstance(rounds, int) and 0 < checkpoint.round < rounds):
+        return None, f"its round {checkpoint.round} is not between 1 and {rounds} - 1"
     try:
         with run.metrics_path.open("rb") as fh:
             head = fh.read(checkpoint.metrics_bytes)
-    except OSError:
-        head = b""
+    except OSError as err:
+        return None, f"metrics.jsonl is unreadable ({type(err).__name__})"
     if (
-        len(head) != checkpoint.metrics_bytes
+        not head
+        or len(head) != checkpoint.metrics_bytes
         or hashlib.sha256(head).hexdigest() != checkpoint.metrics_sha256
     ):
         return None, f"metrics.jsonl no longer holds rounds 0-{checkpoint.round}"
@@ -195,7 +218,7 @@ def resume(run: RunDirectory, checkpoint: Checkpoint, engine: str) -> None:
     kept = {run.metrics_path.name, CHECKPOINT_FILE, FINGERPRINT_FILE}
     for stale in STALE_FILES:
         if stale not in kept:
-            (run.path / stale).unlink(missing_ok=True)
+            remove_stale(run.path / stale)
     record = {"engine": engine, "started": time.time(), "resumed-from": checkpoint.round}
     run.set_status("running", **record)
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -48,6 +49,7 @@ import numpy as np
 import yaml
 
 from fedram_flwr.config import ScenarioError
+from fedram_flwr.rundir import integrity
 from fedram_flwr.rundir.fingerprint import (
     code_version,
     dict_diff,
@@ -110,6 +112,15 @@ def run_folder(out: Path, name: str, label: str, seed: int) -> Path:
     )
 
 
+def remove_stale(path: Path) -> None:
+    """Remove what ``path`` names in a run folder, whatever it is: a file, a link (not
+    what it points to) or a folder planted where a file goes (``checkpoint.bin/``)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
 class RunDirectory:
     """Files of one (scenario variant, seed) run."""
 
@@ -160,7 +171,7 @@ class RunDirectory:
             acquire(self.path)  # held until this process ends
         self.path.mkdir(parents=True, exist_ok=True)
         for stale in STALE_FILES:
-            (self.path / stale).unlink(missing_ok=True)
+            remove_stale(self.path / stale)
         self.write("scenario.yaml", yaml.safe_dump({**scenario, "seed": seed}, sort_keys=False))
         fingerprint = {
             "scenario": scenario_fingerprint(scenario, seed),
@@ -243,8 +254,9 @@ class RunDirectory:
 
     def damage(self) -> str | None:
         """What makes this (complete) run's results unusable, or None: a missing or
-        garbled ``scenario.yaml`` / ``summary.json`` / ``metrics.jsonl``, or metrics that
-        stop before the scenario's last round."""
+        garbled ``scenario.yaml`` / ``summary.json`` / ``metrics.jsonl`` /
+        ``final_model.npz`` / ``weights.npy`` (:mod:`~fedram_flwr.rundir.integrity`), or
+        metrics that stop before the scenario's last round."""
         try:
             scenario = self.scenario()
             if not isinstance(scenario, dict) or "seed" not in scenario:
@@ -253,20 +265,21 @@ class RunDirectory:
             return f"scenario.yaml unreadable ({type(err).__name__})"
         try:
             summary = self.read_summary()
-            if not isinstance(summary, dict):
-                return "summary.json is garbled"
         except (OSError, ValueError) as err:
             return f"summary.json unreadable ({type(err).__name__})"
+        if (why := integrity.summary_damage(summary)) is not None:
+            return why
         try:
             rows = self.read_metrics()
-        except ValueError:
+        except (OSError, ValueError):
             return "metrics.jsonl is truncated or garbled"
-        if not rows or not all(isinstance(r, dict) for r in rows):
-            return "metrics.jsonl is empty or garbled"
-        last = rows[-1].get("round")
-        if last != scenario.get("rounds", last) or last != summary.get("rounds", last):
-            return f"metrics.jsonl ends at round {last} of {scenario.get('rounds')}"
-        return None
+        rounds = scenario.get("rounds")
+        return (
+            integrity.metrics_damage(rows, summary.get("rounds", rounds))
+            or integrity.metrics_damage(rows, rounds)
+            or integrity.final_model_damage(self.path / integrity.FINAL_MODEL_FILE)
+            or integrity.weights_damage(self.path / WEIGHTS_FILE, summary.get("rounds", rounds))
+        )
 
     def changes(self, scenario: Mapping[str, Any], seed: int) -> str | None:
         """How ``(scenario, seed)`` differs from what this run recorded (its changed

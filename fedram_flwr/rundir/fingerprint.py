@@ -25,21 +25,43 @@ def scenario_fingerprint(scenario: Mapping[str, Any], seed: int) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+SOURCE_PACKAGES = ("fedram_flwr", "fedram_flwr.strategies", "fedram_flwr.clients")
+"""The packages whose ``.py`` files :func:`code_version` hashes, in this order."""
+
+
+def source_files(roots: Mapping[str, list[Path]]) -> dict[tuple[int, str], Path]:
+    """Every ``.py`` file of the packages ``roots`` names (package -> its folders), keyed
+    by (the package's place in ``roots``, its path in that package), each file once.
+
+    A file lies in the package whose folder holds it most closely: in a checkout
+    ``strategies/`` sits beside ``fedram_flwr/``, while in a wheel or a Flower app
+    bundle (:func:`~fedram_flwr.engines.flwr.staging.stage_app`) it sits inside it, and
+    ``fedram_flwr``'s folder then holds ``strategies/x.py`` too: counted once, as
+    ``fedram_flwr.strategies``'s ``x.py``, the code has one fingerprint in every layout.
+    """
+    owners = {Path(root).resolve(): i for i, name in enumerate(roots) for root in roots[name]}
+    out: dict[tuple[int, str], Path] = {}
+    for root, index in owners.items():
+        for path in root.rglob("*.py"):
+            folder = next(p for p in path.resolve().parents if p in owners)
+            if folder == root:
+                out[(index, path.relative_to(root).as_posix())] = path
+    return out
+
+
 @functools.lru_cache(maxsize=1)
 def code_version() -> dict[str, str]:
     """The code that runs: the package version, a sha256 of every ``.py`` file of
     ``fedram_flwr`` (with its ``strategies`` and ``clients``, wherever they are imported
-    from: a checkout, an installed wheel or a Flower app bundle; by relative path and
-    content) and, in a git checkout, the commit (informative only: it misses uncommitted
-    edits and is absent in a wheel)."""
-    digest = hashlib.sha256()
-    for name in ("fedram_flwr", "fedram_flwr.strategies", "fedram_flwr.clients"):
+    from: a checkout, an installed wheel or a Flower app bundle, each file once
+    (:func:`source_files`); by package, relative path and content) and, in a git
+    checkout, the commit (informative only: it misses uncommitted edits and is absent
+    in a wheel)."""
+    roots = {}
+    for name in SOURCE_PACKAGES:
         spec = importlib.util.find_spec(name)
-        for root in (spec.submodule_search_locations or []) if spec else []:
-            for path in sorted(Path(root).rglob("*.py")):
-                digest.update(f"{name}/{path.relative_to(root).as_posix()}\0".encode())
-                digest.update(path.read_bytes())
-    out = {"package": fedram_flwr.__version__, "source": digest.hexdigest()}
+        roots[name] = [Path(r) for r in (spec.submodule_search_locations or [])] if spec else []
+    out = {"package": fedram_flwr.__version__, "source": source_digest(roots)}
     with contextlib.suppress(OSError, subprocess.SubprocessError):
         git = subprocess.run(
             ["git", "rev-parse", "HEAD"],
@@ -51,6 +73,19 @@ def code_version() -> dict[str, str]:
         if git.returncode == 0:
             out["git"] = git.stdout.strip()
     return out
+
+
+def source_digest(roots: Mapping[str, list[Path]]) -> str:
+    """sha256 of :func:`source_files` of ``roots``, in package then path order, each
+    file as ``<package>/<relative path>\\0`` and its bytes."""
+    names = list(roots)
+    digest = hashlib.sha256()
+    files = source_files(roots)
+    for index, rel in sorted(files, key=lambda key: (key[0], Path(key[1]))):
+        path = files[(index, rel)]
+        digest.update(f"{names[index]}/{rel}\0".encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
 
 
 def plain_json(value: Any) -> Any:

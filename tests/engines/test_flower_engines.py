@@ -20,6 +20,7 @@ from functools import partial
 
 import pytest
 
+from fedram_flwr.rundir import code_version
 from tests.engines.background import BackgroundRuns, RunSpec
 from tests.engines.cases import CASES, assert_same_run, write_scenario
 from tests.helpers import without_timings
@@ -78,6 +79,8 @@ def test_flower_engine_gives_the_in_process_run(
 ) -> None:
     result = flower_runs.result(run)
     assert result.api() == run.api
+    # the engines run a staged copy of this checkout: the same code, the same fingerprint
+    assert result.fingerprint()["code"]["source"] == code_version()["source"], run.name
     assert_same_run(references[run.case], result, run.name)
     rows = without_timings(result.read_metrics())
     assert rows == without_timings(references[run.case].read_metrics()), run.name

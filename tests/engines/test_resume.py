@@ -182,6 +182,8 @@ def test_every_algorithm_resumes_after_a_failure(
     run = RunDirectory(tmp_path / "run")
     assert run.status() == "failed" and read_checkpoint(run.path / CHECKPOINT_FILE).round == 4
     resumed = run_in_process(scenario, 0, run.path, checkpoint_every=EVERY)
+    status = yaml.safe_load((resumed.path / "status.json").read_text())
+    assert status["resumed-from"] == 4  # its checkpoint fits the live run's state
     for a, b in zip(final_arrays(resumed), final_arrays(reference), strict=True):
         assert np.array_equal(a, b)
     assert without_timings(resumed.read_metrics()) == without_timings(reference.read_metrics())

@@ -70,3 +70,18 @@ def test_swept_fields_round_trip_from_the_sweep_to_the_report(tmp_path: Path) ->
         folder.rename(root / f"v{k}")
     renamed = write_report(root).read_text()
     assert pivot in renamed and "| local_epochs=1 |" in renamed and "| v0 | 1 |" in renamed
+
+
+def test_damaged_runs_are_listed_apart_from_incomplete_ones(tmp_path: Path) -> None:
+    """A complete run without its final model is damaged (not complete, not in any
+    table) and listed apart from the runs that did not complete."""
+    rows = [{"round": 0, "accuracy": 0.1}, {"round": 5, "accuracy": 0.6}]
+    write_run(tmp_path, "a=1", 0, rows)
+    lost = write_run(tmp_path, "a=1", 1, rows)
+    (lost.path / "final_model.npz").unlink()
+    failed = write_run(tmp_path, "a=1", 2, rows, status="failed")
+    rs = RunSet.load(tmp_path)
+    assert [r.seed for r in rs.complete] == [0]
+    assert rs.damaged() == [(str(lost.path), "final_model.npz is missing")]
+    assert rs.incomplete() == [(str(failed.path), "failed")]
+    assert list(rs.finals()["a=1"][0]) and len(rs.finals()["a=1"]) == 1

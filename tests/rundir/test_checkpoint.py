@@ -116,14 +116,16 @@ class Boom:
         return (os.system, ("touch pwned",))
 
 
-def test_a_checkpoint_builds_no_foreign_object(tmp_path) -> None:
-    """A doctored payload (with a matching digest) that names another callable is
-    refused before anything runs."""
+def test_a_pickle_is_never_read(tmp_path) -> None:
+    """The old format (a pickle, with a matching digest) is not read at all: a doctored
+    one that names another callable runs nothing."""
     payload = pickle.dumps({"round": Boom()}, protocol=5)
     path = tmp_path / CHECKPOINT_FILE
-    path.write_bytes(MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
-    with pytest.raises(CheckpointError, match="may not hold posix.system"):
+    old_magic = b"fedram-checkpoint 1\n"
+    path.write_bytes(old_magic + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
+    with pytest.raises(CheckpointError, match="not a checkpoint of this format"):
         read_checkpoint(path)
+    assert MAGIC != old_magic
     assert not (tmp_path / "pwned").exists() and not os.path.exists("pwned")
 
 

@@ -55,3 +55,48 @@ def test_run_folders_never_leave_out(tmp_path: Path, name: str, label: str) -> N
     with pytest.raises(ScenarioError, match="cannot name a run folder"):
         run_folder(tmp_path, name, label, 0)
     assert run_folder(tmp_path, "n", "p_min=0.1", 2) == tmp_path / "n" / "p_min=0.1" / "seed2"
+
+
+def test_a_staged_flower_app_has_the_checkouts_code_fingerprint(tmp_path: Path) -> None:
+    """``--engine flwr|deployment`` run the copy :func:`stage_app` makes, with
+    ``strategies/`` and ``clients/`` inside ``fedram_flwr/``: its code is the checkout's
+    code, so it must hash to the in-process runs' fingerprint (it hashed them twice, once
+    under ``fedram_flwr``, and a rerun said "made by other code")."""
+    from fedram_flwr.engines.flwr.staging import stage_app
+    from fedram_flwr.rundir.fingerprint import SOURCE_PACKAGES, source_digest
+
+    repo = Path(__file__).resolve().parents[2]
+    staged = stage_app(repo, tmp_path / "app") / "fedram_flwr"
+    roots = {  # what importlib finds when Flower puts the app first on sys.path
+        "fedram_flwr": [staged],
+        "fedram_flwr.strategies": [staged / "strategies"],
+        "fedram_flwr.clients": [staged / "clients"],
+    }
+    assert list(roots) == list(SOURCE_PACKAGES)
+    assert (staged / "strategies" / "base.py").is_file()
+    assert source_digest(roots) == code_version()["source"]
+    (staged / "strategies" / "base.py").write_text("# changed\n")
+    assert source_digest(roots) != code_version()["source"]
+
+
+def test_flower_ships_every_file_the_fingerprint_hashes() -> None:
+    """Flower leaves files out of a FAB (``test_*.py``, ``*_test.py``, ``lib/``, ...): a
+    package file of such a name would be hashed in a checkout and missing from the
+    engines' copy, and the fingerprints would differ again."""
+    import warnings
+
+    import tomli
+    from flwr.cli.utils import build_pathspec
+    from flwr.common.constant import FAB_EXCLUDE_PATTERNS
+
+    from fedram_flwr.engines.flwr.staging import installed_layout
+
+    repo = Path(__file__).resolve().parents[2]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        excluded = build_pathspec(list(FAB_EXCLUDE_PATTERNS))
+    layout = installed_layout(tomli.loads((repo / "pyproject.toml").read_text()))
+    folders = ["fedram_flwr", *layout]
+    files = [p.relative_to(repo).as_posix() for f in folders for p in (repo / f).rglob("*.py")]
+    assert len(files) > 50
+    assert [f for f in files if excluded.match_file(f)] == []
