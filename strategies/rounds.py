@@ -33,8 +33,8 @@ import numpy as np
 from fedram_flwr.config import DEFAULT_MAX_FAILED_ROUNDS as DEFAULT_MAX_FAILED_ROUNDS
 
 MAX_FAILED_ROUNDS_HINT = (
-    "fix the clients (their error is above), or allow more such rounds with the scenario's "
-    "max_failed_rounds (the strategies' and with_availability's max_failed_rounds argument)"
+    "fix the clients, or allow more such rounds: the scenario's max_failed_rounds (the "
+    "strategies' and with_availability's max_failed_rounds argument)"
 )
 
 
@@ -125,12 +125,12 @@ def refusals(
     num_clients: int | None,
 ) -> list[str | None]:
     """Why each reply of a round is refused (:func:`partition_problems`, then
-    :func:`nonfinite_metric`, then :func:`nonfinite_array` on ``decode()``, called only
-    for a reply not refused already), ``None`` for a reply an algorithm may aggregate."""
+    :func:`nonfinite_array` on ``decode()``, called only for a reply whose id is fine,
+    then :func:`nonfinite_metric`), ``None`` for a reply an algorithm may aggregate."""
     out = partition_problems(ids, num_clients)
     for i, why in enumerate(out):
         if why is None:
-            out[i] = nonfinite_metric(metrics[i]) or nonfinite_array(decode[i]())
+            out[i] = nonfinite_array(decode[i]()) or nonfinite_metric(metrics[i])
     return out
 
 
@@ -154,13 +154,10 @@ def failed_round_line(
 ) -> str:
     """The log line of a round that aggregated nothing because ``failures`` (descriptions,
     the first quoted) happened, ``guard`` being the state after it."""
+    total = len(failures) + succeeded
+    what = f"{len(failures)} of {total} selected clients failed"
     if succeeded:
-        what = (
-            f"{len(failures)} of {len(failures) + succeeded} clients failed and "
-            "accept_failures is False"
-        )
-    else:
-        what = f"all {len(failures)} selected clients failed ({len(failures)} failures)"
+        what += " and accept_failures is False"
     return (
         f"round {server_round}: no update aggregated: {what}; first error: {failures[0]!r} "
         f"(failed round {guard.streak} in a row; the run stops at {guard.limit}: "
@@ -190,8 +187,8 @@ def after_round(
     if guard.streak >= guard.limit:
         raise FailedRoundsError(
             f"{guard.streak} rounds in a row ({guard.first_round}..{server_round}) trained "
-            f"nothing because clients failed (max_failed_rounds = {guard.limit}). "
-            f"The clients' first error (round {guard.first_round}): {guard.first_error!r}. "
-            f"This round: {line}. {MAX_FAILED_ROUNDS_HINT}"
+            f"nothing because clients failed (max_failed_rounds = {guard.limit}); the "
+            f"clients' first error (round {guard.first_round}): {guard.first_error!r}; "
+            f"{MAX_FAILED_ROUNDS_HINT}"
         )
     return guard, line
