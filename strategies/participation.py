@@ -193,9 +193,10 @@ class FedAvgISCore(ReweightedCore):
         super().__post_init__()
         if self.known_p is not None and not callable(self.known_p):
             p = np.asarray(self.known_p, dtype=float)
-            if p.shape != (self.num_clients,) or np.any(p <= 0) or np.any(p > 1):
+            if p.shape != (self.num_clients,) or not np.all((p > 0) & (p <= 1)):  # NaN too
                 raise ValueError(
-                    f"oracle-informed p: need {self.num_clients} probabilities in (0, 1]"
+                    f"known_p: oracle-informed p: need {self.num_clients} probabilities in "
+                    f"(0, 1], got {p}"
                 )
             object.__setattr__(self, "known_p", p)
 
@@ -208,9 +209,9 @@ class FedAvgISCore(ReweightedCore):
         if not callable(self.known_p):
             return self.known_p[active]
         p = np.asarray(self.known_p(server_round), dtype=float)
-        if p.shape != (self.num_clients,) or np.any(p < 0) or np.any(p > 1):
+        if p.shape != (self.num_clients,) or not np.all((p >= 0) & (p <= 1)):  # NaN too
             raise ValueError(
-                f"oracle-informed p in round {server_round}: need {self.num_clients} "
+                f"known_p: oracle-informed p in round {server_round}: need {self.num_clients} "
                 f"probabilities in [0, 1], got {p}"
             )
         for i in active:
