@@ -63,12 +63,7 @@ from fedram_flwr.message_api.round_guard import (
     screen,
 )
 from fedram_flwr.message_api.round_view import RoundView
-from fedram_flwr.protocol import (
-    Arrays,
-    ClientReply,
-    in_partition_order,
-    reply_partition_id,
-)
+from fedram_flwr.protocol import Arrays, ClientReply, in_partition_order, reply_partition_id
 from fedram_flwr.strategies.core import Core
 from fedram_flwr.strategies.rounds import DEFAULT_MAX_FAILED_ROUNDS, FailedRounds
 
