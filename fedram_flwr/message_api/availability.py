@@ -40,7 +40,8 @@ wraps any such strategy, unchanged, in :class:`AvailabilityStrategy`:
   quoting the first error, whatever the strategy (Flower's own FedAvg would otherwise
   save an untrained model). A strategy with its own guard (the project's: a
   ``failed_rounds`` attribute) screens and counts its replies itself, with its own
-  ``max_failed_rounds``.
+  ``max_failed_rounds``; one that wraps such a strategy (Flower's DP wrappers, which
+  skip a round with an error reply before the strategy they wrap sees it) does not.
 - **The partition-id contract.** Oracles know clients by partition id; Flower names
   nodes by random node ids. The node id -> partition id map is learned once (for
   ``connected``: for each newly connected node) with a ``"query.partition_id"``

@@ -26,7 +26,13 @@ from flwr.app import (
 )
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid
-from flwr.serverapp.strategy import FedAdam, FedAvg, FedProx, QFedAvg
+from flwr.serverapp.strategy import (
+    DifferentialPrivacyServerSideFixedClipping,
+    FedAdam,
+    FedAvg,
+    FedProx,
+    QFedAvg,
+)
 from flwr.supercore.task_identity import TaskIdentity
 
 from fedram_flwr import message_api
@@ -459,3 +465,13 @@ def test_a_strategy_with_its_own_guard_counts_its_rounds_itself() -> None:
     oracle = BernoulliClientManager(ALWAYS, seed=0)
     with pytest.raises(FailedRoundsError, match=r"2 rounds in a row \(1..2\)"):
         run(strategy, oracle, grid, 6, max_failed_rounds=5)
+
+
+def test_a_dp_wrapper_around_a_guarded_strategy_is_guarded_by_with_availability() -> None:
+    """Flower's DP wrapper skips a round with an error reply before the project's
+    strategy inside it sees the round: the availability wrapper counts it."""
+    grid = grid_with(failing_app(raise_from=range(K)))
+    inner = message_api.FedAvg(fraction_evaluate=0.0, max_failed_rounds=1)
+    strategy = DifferentialPrivacyServerSideFixedClipping(inner, 0.0, 10.0, K)
+    with pytest.raises(FailedRoundsError, match=r"2 rounds in a row \(1..2\).*to_xy"):
+        run(strategy, BernoulliClientManager(ALWAYS, seed=0), grid, 6, max_failed_rounds=2)
