@@ -39,6 +39,12 @@ MAX_CLIENTS = 100_000
 """The most clients a scenario may have (``data.num_clients``): far above any experiment
 here, low enough that every per-client array of a scenario fits in memory at load."""
 
+DEFAULT_MAX_FAILED_ROUNDS = 3
+"""``max_failed_rounds``'s default: rounds in a row in which every selected client failed
+(nothing aggregated) after which a run stops with an error quoting the clients' first
+error (:mod:`fedram_flwr.strategies.rounds`; the strategies' and ``with_availability``'s
+argument of the same name defaults to it too)."""
+
 MAX_SEED = 2**32 - 1
 """Seeds are 0..2**32 - 1: numpy's legacy ``RandomState`` range, well inside what
 ``SeedSequence`` (any integer >= 0) and ``torch.Generator.manual_seed`` (< 2**64) take."""
@@ -238,6 +244,9 @@ class Scenario:
     # alpha of that HCVaR (RC-FL Def. 2): one value for all clients or one per client.
     hcvar_alpha: tuple[float, ...] = (0.5,)
     seeds: tuple[int, ...] = (0,)
+    # Rounds in a row in which every selected client failed (errors, NaN or inf updates:
+    # nothing aggregated) after which the run stops, failed, quoting the first error.
+    max_failed_rounds: int = DEFAULT_MAX_FAILED_ROUNDS
     # Grid of dotted-field overrides, expanded into one variant per combination; a
     # section's values may be whole mappings (``algorithm: [{name: afl, params: ...}]``,
     # labelled ``name=afl``) so each algorithm keeps its own parameters.
@@ -247,6 +256,7 @@ class Scenario:
     def __post_init__(self) -> None:
         check_range("rounds", self.rounds, 1, None)
         check_range("eval_every", self.eval_every, 1, None)
+        check_range("max_failed_rounds", self.max_failed_rounds, 1, None)
         if len(self.hcvar_alpha) not in (1, self.data.num_clients):
             raise ScenarioError(
                 f"hcvar_alpha: give one value or one per client ({self.data.num_clients}), "
@@ -275,6 +285,8 @@ class Scenario:
         for key, default in (("device", "cpu"), ("lr_schedule", "constant")):
             if out["training"][key] == default:
                 del out["training"][key]
+        if out["max_failed_rounds"] == DEFAULT_MAX_FAILED_ROUNDS:
+            del out["max_failed_rounds"]
         return out
 
     def variants(self) -> list[tuple[str, Scenario]]:

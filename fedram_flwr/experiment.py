@@ -170,6 +170,7 @@ class Experiment:
             on_fit_config_fn=lambda r: {SERVER_ROUND: r},
             fit_metrics_aggregation_fn=weighted_mean_metrics,
             evaluate_fn=self.evaluate_fn(),
+            max_failed_rounds=s.max_failed_rounds,
         )
         theta = get_weights(self.new_model())
         return algorithm_spec(s).build_strategy(algorithm_params(s), self, theta, **common)
@@ -178,7 +179,8 @@ class Experiment:
         """The algorithm's Message-API strategy (same core and hyper-parameters as
         :meth:`strategy`), set up as the legacy one: every node it is shown trains
         (an availability wrapper shows the oracle's), no federated evaluation, the fit
-        metrics' example-weighted means. The model comes with ``start``."""
+        metrics' example-weighted means, the scenario's ``max_failed_rounds``. The model comes
+        with ``start``."""
         s = self.scenario
         return algorithm_spec(s).build_message_strategy(
             algorithm_params(s),
@@ -189,6 +191,7 @@ class Experiment:
             min_evaluate_nodes=0,
             min_available_nodes=1,
             train_metrics_aggr_fn=weighted_mean_records,
+            max_failed_rounds=s.max_failed_rounds,
         )
 
     def client(self, partition_id: int, state: RecordDict | None = None) -> NumPyClient:

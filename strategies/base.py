@@ -3,19 +3,26 @@ behind Flower's ``Strategy`` (through ``FedAvg``, for its client sampling, confi
 evaluation plumbing).
 
 What every adapter shares is written here once: results taken in partition-id order
-(sums are the same in every engine, whatever order the replies arrived in), the failure
-guard (``accept_failures=False``: a round with a failure aggregates nothing and leaves
-the state as it was), the fit-metrics aggregation, and the rule that every round
-counts. The engines' server (:class:`~fedram_flwr.engines.server.StrategyEveryRound`)
-calls ``aggregate_fit`` with no results in a round in which nobody is available, and
-the core decides (FedAR and MIFA step from memory, the others keep the model); under
-Flower's stock ``Server``, which skips such a round, the core still learns how many
-rounds elapsed since the last aggregation.
+(sums are the same in every engine, whatever order the replies arrived in), the refusal
+of replies that are no update (:func:`~fedram_flwr.strategies.rounds.refusals`: a bad or
+duplicated partition id, NaN or inf; each a failure of its client, named in the log),
+the failure guard (``accept_failures=False``: a round with a failure aggregates nothing
+and leaves the state as it was; ``max_failed_rounds`` rounds in a row that aggregated
+nothing because clients failed stop the run with
+:class:`~fedram_flwr.strategies.rounds.FailedRoundsError`), the fit-metrics aggregation,
+and the rule that every round counts. The engines' server
+(:class:`~fedram_flwr.engines.server.StrategyEveryRound`) calls ``aggregate_fit`` with
+no results in a round in which nobody is available, and the core decides (FedAR and MIFA
+step from memory, the others keep the model); under Flower's stock ``Server``, which
+skips such a round, the core still learns how many rounds elapsed since the last
+aggregation.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
+from logging import WARNING
 from typing import Any
 
 from flwr.common import (
@@ -25,6 +32,7 @@ from flwr.common import (
     Parameters,
     Scalar,
 )
+from flwr.common.logger import log
 from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import FedAvg as FlowerFedAvg
@@ -38,6 +46,12 @@ from fedram_flwr.protocol import (
     reply_partition_id,
 )
 from fedram_flwr.strategies.core import Core
+from fedram_flwr.strategies.rounds import (
+    DEFAULT_MAX_FAILED_ROUNDS,
+    FailedRounds,
+    after_round,
+    refusals,
+)
 
 
 def to_parameters(arrays: NDArrays) -> Parameters:
@@ -58,6 +72,14 @@ def client_id(res: FitRes) -> int:
     return int(res.metrics[PARTITION_ID])
 
 
+def failure_text(failure: tuple[ClientProxy, FitRes] | BaseException) -> str:
+    """One failure of a round (Flower's ``failures`` entry) as the log quotes it."""
+    if isinstance(failure, BaseException):
+        return f"{type(failure).__name__}: {failure}"
+    proxy, res = failure
+    return f"client {proxy.cid}: {res.status.code.name}: {res.status.message}"
+
+
 def to_reply(res: FitRes, needs_id: bool = True, strategy: str = "strategy") -> ClientReply:
     """A ``FitRes`` as the cores see it; its arrays are decoded when asked for."""
     pid = reply_partition_id(res.metrics, needs_id, strategy)
@@ -74,6 +96,19 @@ class ReplyAggregation:
     fit_metrics_aggregation_fn: Any
     needs_partition_id = True  # False: plain FedAvg also serves stock Flower clients
     last_round = 0  # the last round aggregated
+
+    def __init__(
+        self, *args: Any, max_failed_rounds: int = DEFAULT_MAX_FAILED_ROUNDS, **kwargs: Any
+    ) -> None:
+        """``max_failed_rounds``: rounds in a row that aggregate nothing because clients
+        failed before the run stops (:class:`~fedram_flwr.strategies.rounds.FailedRounds`);
+        the rest goes to the Flower strategy."""
+        self.failed_rounds = FailedRounds(max_failed_rounds)
+        super().__init__(*args, **kwargs)
+
+    def client_count(self) -> int | None:
+        """N: reply partition ids must lie in 0..N-1 (``None``: any id >= 0)."""
+        return None
 
     def aggregate_replies(
         self, server_round: int, replies: list[ClientReply], elapsed: int
@@ -98,10 +133,27 @@ class ReplyAggregation:
         results: list[tuple[ClientProxy, FitRes]],
         failures: list[tuple[ClientProxy, FitRes] | BaseException],
     ) -> tuple[Parameters | None, dict[str, Scalar]]:
-        if failures and not self.accept_failures:
-            return None, {}
         name = type(self).__name__
-        replies = in_partition_order(to_reply(r, self.needs_partition_id, name) for _, r in results)
+        why = refusals(
+            [r.metrics.get(PARTITION_ID) for _, r in results],
+            [r.metrics for _, r in results],
+            [partial(to_arrays, r.parameters) for _, r in results],
+            self.client_count(),
+        )
+        failed = [failure_text(f) for f in failures]
+        for (proxy, _), reason in zip(results, why):
+            if reason is not None:
+                failed.append(f"client {proxy.cid}: {reason}")
+                log(WARNING, "round %d: %s refused %s", server_round, name, failed[-1])
+        taken = [r for (_, r), reason in zip(results, why) if reason is None]
+        self.failed_rounds, line = after_round(
+            self.failed_rounds, server_round, failed, len(taken), self.accept_failures
+        )
+        if line:
+            log(WARNING, "%s: %s", name, line)
+        if failed and not self.accept_failures:
+            return None, {}
+        replies = in_partition_order(to_reply(r, self.needs_partition_id, name) for r in taken)
         elapsed, self.last_round = server_round - self.last_round, server_round
         arrays, diagnostics = self.aggregate_replies(server_round, replies, elapsed)
         metrics: dict[str, Scalar] = {}
@@ -128,6 +180,10 @@ class CoreStrategy(ReplyAggregation, FlowerFedAvg):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.core!r})"
+
+    def client_count(self) -> int | None:
+        """The core's N (:meth:`~fedram_flwr.strategies.core.Core.client_count`)."""
+        return self.core.client_count()
 
     def diagnostics(self) -> dict[str, Any]:
         """The core's diagnostics of the current state."""

@@ -225,6 +225,9 @@ class AvailabilityAwareCore(Core[AvailabilityState]):
             if value is not None:
                 object.__setattr__(self, name, np.asarray(value, dtype=float))
 
+    def client_count(self) -> int:
+        return self.alpha.size  # one target importance per client
+
     def init(self, initial_arrays: Sequence[np.ndarray]) -> AvailabilityState:
         n = self.alpha.size
         return AvailabilityState(list(initial_arrays), AvailabilityTracker.start(n), np.zeros(n))

@@ -44,6 +44,13 @@ class Core(Generic[S]):
         calls it then."""
         return self
 
+    def client_count(self) -> int | None:
+        """N, the number of clients this core knows by partition id 0..N-1 (``None``: it
+        keeps nothing per client, so any id >= 0 is taken); a reply's id is checked
+        against it (:func:`~fedram_flwr.strategies.rounds.partition_problems`)."""
+        n = getattr(self, "num_clients", None)
+        return n if isinstance(n, int) else None
+
     def init(self, initial_arrays: Sequence[np.ndarray]) -> S:
         """The state before round 1 from the initial model."""
         raise NotImplementedError

@@ -137,8 +137,10 @@ def check_known_p(known_p: Sequence[float] | KnownP, num_clients: int) -> KnownP
     if callable(known_p):
         return known_p
     p = np.asarray(known_p, dtype=float)
-    if p.shape != (num_clients,) or np.any(p <= 0) or np.any(p > 1):
-        raise ValueError(f"oracle-informed p: need {num_clients} probabilities in (0, 1]")
+    if p.shape != (num_clients,) or not np.all((p > 0) & (p <= 1)):  # NaN too
+        raise ValueError(
+            f"known_p: oracle-informed p: need {num_clients} probabilities in (0, 1], got {p}"
+        )
     return p
 
 
@@ -151,9 +153,9 @@ def known_probabilities(
     if not callable(known_p):
         return known_p[active]
     p = np.asarray(known_p(server_round), dtype=float)
-    if p.shape != (num_clients,) or np.any(p < 0) or np.any(p > 1):
+    if p.shape != (num_clients,) or not np.all((p >= 0) & (p <= 1)):  # NaN too
         raise ValueError(
-            f"oracle-informed p in round {server_round}: need {num_clients} "
+            f"known_p: oracle-informed p in round {server_round}: need {num_clients} "
             f"probabilities in [0, 1], got {p}"
         )
     for i in active:

@@ -159,6 +159,9 @@ class RFedFairCore(Core[RFedFairState]):
             raise ValueError(f"algorithm.params.clients_per_round: {k} < 1")
         object.__setattr__(self, "alpha", a)
 
+    def client_count(self) -> int | None:
+        return self.alpha.size if self.alpha.size > 1 else None  # one alpha_i per client
+
     def init(self, initial_arrays: Sequence[np.ndarray]) -> RFedFairState:
         return RFedFairState(join_theta_t(initial_arrays, self.eta_init))
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import shutil
 import signal
 import subprocess
@@ -554,3 +555,26 @@ def test_a_run_made_through_the_other_api_is_run_again(tmp_path: Path, capsys) -
         np.testing.assert_array_equal(a, b)
     code, _, err = fedram(capsys, *args, "--api", "message")
     assert code == 0 and "complete, skipped" in err
+
+
+@pytest.mark.parametrize("api", ["legacy", "message"])
+def test_a_run_whose_clients_all_fail_stops_failed_quoting_the_first_error(
+    tmp_path: Path, capsys, caplog, api: str
+) -> None:
+    """Every client diverges to NaN in every round (a step size of 3e38). Was: the run
+    completed, exit 0, its NaN model saved as the final model."""
+    scenario = write_scenario(tmp_path, **{"training.lr": 3e38, "max_failed_rounds": 2})
+    out = tmp_path / "runs"
+    argv = ("run", scenario, "--out", out, "--variant", "alpha=0.1", "--api", api)
+    with caplog.at_level(logging.WARNING, logger="flwr"):
+        code, _, err = fedram(capsys, *argv)
+    assert code == 1
+    run = RunDirectory(out / "tiny-gaussian" / "alpha=0.1" / "seed0")
+    status = json.loads((run.path / "status.json").read_text())
+    assert status["status"] == "failed"
+    error = status["error"]
+    assert error.startswith("FailedRoundsError: 2 rounds in a row (1..2) trained nothing")
+    assert "first error (round 1): " in error and "non-finite update" in error
+    assert "round 1: no update aggregated: 1 of 1 selected clients failed" in caplog.text
+    assert "(FailedRoundsError)" in err.strip().splitlines()[-1]
+    assert not (run.path / "final_model.npz").exists()

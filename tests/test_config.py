@@ -298,3 +298,19 @@ def test_default_lr_schedule_is_left_out_of_the_resolved_scenario(scenario_dict)
     assert resolved.to_dict()["training"]["lr_schedule"] == "inv-sqrt"
     assert scenario_from_dict(resolved.to_dict()).training.lr_schedule == "inv-sqrt"
     assert scenario_fingerprint(resolved.to_dict(), 0) != before
+
+
+def test_max_failed_rounds_default_is_left_out_and_bad_values_are_named(scenario_dict) -> None:
+    """Fingerprints of runs recorded before ``max_failed_rounds`` existed stay valid."""
+    before = scenario_fingerprint(scenario_from_dict(scenario_dict).to_dict(), 0)
+    assert scenario_from_dict(scenario_dict).max_failed_rounds == 3
+    scenario_dict["max_failed_rounds"] = 3  # spelled out: the same run
+    assert "max_failed_rounds" not in scenario_from_dict(scenario_dict).to_dict()
+    assert scenario_fingerprint(scenario_from_dict(scenario_dict).to_dict(), 0) == before
+    scenario_dict["max_failed_rounds"] = 1
+    resolved = scenario_from_dict(scenario_dict)
+    assert scenario_from_dict(resolved.to_dict()).max_failed_rounds == 1
+    assert scenario_fingerprint(resolved.to_dict(), 0) != before
+    for bad in (0, -2, 1.5, "x"):
+        scenario_dict["max_failed_rounds"] = bad
+        assert build_error(scenario_dict).startswith("max_failed_rounds:")

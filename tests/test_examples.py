@@ -58,6 +58,7 @@ from fedram_flwr.engines.grid import InProcessGrid
 from fedram_flwr.message_api import AvailabilityStrategy
 from fedram_flwr.protocol import RECEIVED_LOSS, THRESHOLD_T, split_theta_t
 from fedram_flwr.strategies import CAFed, FedAR, FedCVaRAvg
+from fedram_flwr.strategies.rounds import FailedRoundsError
 from tests.helpers import server_identity
 
 EXAMPLES = APP_ROOT / "examples"
@@ -251,6 +252,30 @@ def test_message_patch_trains_and_evaluates_exactly_the_oracles_nodes(
         assert state.tracker.active_counts.tolist() == counts
         reported = [last[k][RECEIVED_LOSS] for k in range(NUM_CLIENTS)]  # beta = 1: the last
         assert np.allclose(state.losses.f_hat, reported)
+
+
+def test_the_switched_app_stops_when_its_clients_fail_every_round(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 26's case: Flower's own FedAvg under ``with_availability``, a ClientApp that
+    fails in every round. Was: "Received 0 results and n failures" each round, the
+    untrained model saved, success; now the third such round stops the app, quoting the
+    client's error."""
+    app = switched(
+        tmp_path, EXAMPLES / "message_switch_to_bernoulli_availability.patch", "message_app"
+    )
+    client = app / "client_app.py"
+    client.write_text(
+        client.read_text().replace(
+            "from task import train as train_fn\n",
+            "def train_fn(*args, **kwargs):\n"
+            "    raise AttributeError(\"module 'task' has no attribute 'to_xy'\")\n",
+        )
+    )
+    with pytest.raises(FailedRoundsError, match=r"3 rounds in a row \(\d+\.\.\d+\) trained") as err:
+        run_message_app(app, monkeypatch, tmp_path)
+    assert "no attribute 'to_xy'" in str(err.value)
+    assert not (tmp_path / "final_model.pt").exists()
 
 
 @pytest.mark.parametrize("patch", sorted(EXAMPLES.glob("*switch_to_*.patch")), ids=lambda p: p.stem)

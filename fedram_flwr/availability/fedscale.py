@@ -89,9 +89,15 @@ def read_fedscale(
     ids: dict[int, str] = {}
     for key in traces:
         try:
-            ids[int(key)] = key
+            number = int(key)
         except ValueError:
             raise ValueError(f"{where}: client {key!r}: ids must be integers") from None
+        if number in ids:
+            raise ValueError(
+                f"{where}: clients {ids[number]!r} and {key!r} are both client {number}; "
+                "give each client one id"
+            )
+        ids[number] = key
     if clients is None:
         if len(ids) < num_clients:
             raise ValueError(

@@ -93,12 +93,12 @@ def check_markov_law(
     pi in [0, 1] and lambda in [lambda_min(pi), 1) (lambda = 1 never switches)."""
     if pi.ndim != 1 or pi.shape != lam.shape:
         raise ValueError(f"{lam_field}: has {lam.size} entries, {pi_field} has {pi.size}")
-    bad = np.flatnonzero((pi < 0) | (pi > 1))
+    bad = np.flatnonzero(~((pi >= 0) & (pi <= 1)))  # NaN too
     if bad.size:
         k = bad[0]
         raise ValueError(f"{pi_field}[{k}]: {pi[k]:g} is outside the allowed range [0, 1]")
     lo = markov_lambda_min(pi)
-    bad = np.flatnonzero((lam < lo) | (lam >= 1))
+    bad = np.flatnonzero(~((lam >= lo) & (lam < 1)))  # NaN too
     if bad.size:
         k = bad[0]
         raise ValueError(

@@ -131,7 +131,7 @@ class NonStationaryClientManager(OracleClientManager):
         wait_timeout: float = 120.0,
     ) -> None:
         p = np.asarray(p, dtype=float)
-        bad = np.flatnonzero((p < 0) | (p > 1))
+        bad = np.flatnonzero(~((p >= 0) & (p <= 1)))  # NaN too
         if p.ndim != 1 or bad.size:
             k = bad[0] if bad.size else 0
             raise ValueError(f"availability.params.p[{k}]: must be in [0, 1], got {p.ravel()[k]}")

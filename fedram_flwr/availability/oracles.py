@@ -44,7 +44,7 @@ class RandomAccessClientManager(OracleClientManager):
         wait_timeout: float = 120.0,
     ) -> None:
         rho = np.asarray(rho, dtype=float)
-        if rho.ndim != 1 or np.any(rho < 0) or abs(rho.sum() - 1.0) > 1e-6:
+        if rho.ndim != 1 or not np.all(rho >= 0) or not abs(rho.sum() - 1.0) <= 1e-6:  # NaN
             raise ValueError(
                 f"availability.params.rho: must be non-negative and sum to 1 "
                 f"(sums to {rho.sum():.6g})"

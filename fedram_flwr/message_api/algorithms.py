@@ -19,6 +19,12 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import QFedAvg
 
 from fedram_flwr.message_api.partitions import answer_of, ask_partitions
+from fedram_flwr.message_api.round_guard import (
+    error_text,
+    guard_round,
+    reported_partition,
+    screen,
+)
 from fedram_flwr.message_api.round_view import RoundView
 from fedram_flwr.message_api.strategy import CoreMessageStrategy, EvaluateFn, ordered_replies
 from fedram_flwr.protocol import NUM_EXAMPLES, PARTITION_ID, RECEIVED_LOSS, ClientReply
@@ -41,6 +47,7 @@ from fedram_flwr.strategies.participation import (
     FedAvgSampledCore,
 )
 from fedram_flwr.strategies.rc_fl import RFedFairCore
+from fedram_flwr.strategies.rounds import DEFAULT_MAX_FAILED_ROUNDS, FailedRounds
 from fedram_flwr.strategies.scaffold import ScaffoldCore
 from fedram_flwr.strategies.stale_updates import (
     FedStaleActiveCore,
@@ -340,7 +347,9 @@ class QFFL(QFedAvg):
     for every client) is not there. Added: ``train_loss_key`` defaults to
     ``received-loss`` (F_k(w_t), the loss at the received model, as Li et al.; Flower's
     default ``train_loss`` would be a loss during training), replies are aggregated in
-    partition-id order (sums reproducible across engines) and ``accept_failures``."""
+    partition-id order (sums reproducible across engines), replies with a bad or
+    duplicated partition id or NaN / inf refused, ``accept_failures`` and
+    ``max_failed_rounds`` (:mod:`~fedram_flwr.message_api.round_guard`)."""
 
     def __init__(
         self,
@@ -348,6 +357,7 @@ class QFFL(QFedAvg):
         client_learning_rate: float,
         train_loss_key: str = RECEIVED_LOSS,
         accept_failures: bool = True,
+        max_failed_rounds: int = DEFAULT_MAX_FAILED_ROUNDS,
         **qfedavg_kwargs: Any,
     ) -> None:
         super().__init__(
@@ -356,15 +366,26 @@ class QFFL(QFedAvg):
             **qfedavg_kwargs,
         )
         self.accept_failures = accept_failures
+        self.failed_rounds = FailedRounds(max_failed_rounds)
 
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        replies = list(replies)
+        replies, name = list(replies), type(self).__name__
         errors = [m for m in replies if m.has_error()]
-        if errors and not self.accept_failures:
+        valid, refused = screen(
+            [m for m in replies if not m.has_error()],
+            reported_partition,
+            None,
+            name,
+            server_round,
+        )
+        failed = [error_text(m) for m in errors] + refused
+        self.failed_rounds = guard_round(
+            self.failed_rounds, name, server_round, failed, len(valid), self.accept_failures
+        )
+        if failed and not self.accept_failures:
             return None, None
-        valid = [m for m in replies if not m.has_error()]
         pairs = ordered_replies(
             valid,
             type(self).__name__,

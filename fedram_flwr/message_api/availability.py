@@ -32,6 +32,16 @@ wraps any such strategy, unchanged, in :class:`AvailabilityStrategy`:
 - **Empty rounds** (nobody available) send nothing; the strategy's ``aggregate_train``
   gets no replies (Flower's FedAvg family returns no arrays: ``start`` keeps the model)
   and the loop goes on.
+- **Failed rounds stop the run.** A reply with NaN or inf in its metrics or arrays (or
+  a second reply of a node) is refused: never handed to the strategy, named in the log
+  and counted as a failure of its node. A round in which every selected node failed
+  is logged each time (the round, the failures, the first error); ``max_failed_rounds``
+  such rounds in a row raise :class:`~fedram_flwr.strategies.rounds.FailedRoundsError`
+  quoting the first error, whatever the strategy (Flower's own FedAvg would otherwise
+  save an untrained model). A strategy with its own guard (the project's: a
+  ``failed_rounds`` attribute) screens and counts its replies itself, with its own
+  ``max_failed_rounds``; one that wraps such a strategy (Flower's DP wrappers, which
+  skip a round with an error reply before the strategy they wrap sees it) does not.
 - **The partition-id contract.** Oracles know clients by partition id; Flower names
   nodes by random node ids. The node id -> partition id map is learned once (for
   ``connected``: for each newly connected node) with a ``"query.partition_id"``
@@ -65,8 +75,14 @@ from fedram_flwr.message_api.partitions import (
     answer_of,
     ask_partitions,
 )
+from fedram_flwr.message_api.round_guard import error_text, guard_round, screen
 from fedram_flwr.message_api.round_view import MAX_POLLS, RoundView, minimum_sizes, readdress
 from fedram_flwr.protocol import PARTITION_ID
+from fedram_flwr.strategies.rounds import (
+    DEFAULT_MAX_FAILED_ROUNDS,
+    FailedRounds,
+    check_max_failed_rounds,
+)
 
 __all__ = ["MAX_POLLS", "AvailabilityStrategy", "RoundView", "with_availability"]
 
@@ -79,7 +95,9 @@ class AvailabilityStrategy(Strategy):
     Settings: ``wait_timeout`` (s; default the oracle's): how long the first round
     waits for the nodes the oracle needs; ``query_timeout`` (s, > 0; default the
     oracle's ``wait_timeout``): how long the partition-id query waits for answers;
-    ``poll_interval`` (s): between two looks at the grid while waiting.
+    ``poll_interval`` (s): between two looks at the grid while waiting;
+    ``max_failed_rounds``: rounds in a row in which every selected node failed before the
+    run stops (for a strategy without a guard of its own).
     ``relayed[r]``: the partition ids round r relayed; ``connected[r]``: under the
     ``connected`` oracle, the partitions connected when round r was configured."""
 
@@ -91,8 +109,10 @@ class AvailabilityStrategy(Strategy):
         wait_timeout: float | None = None,
         query_timeout: float | None = None,
         poll_interval: float = 1.0,
+        max_failed_rounds: int = DEFAULT_MAX_FAILED_ROUNDS,
     ) -> None:
         self.strategy, self.oracle = strategy, oracle
+        self.failed_rounds = FailedRounds(check_max_failed_rounds(max_failed_rounds))
         self.wait_timeout = oracle.wait_timeout if wait_timeout is None else wait_timeout
         self.query_timeout = oracle.wait_timeout if query_timeout is None else query_timeout
         self.poll_interval = poll_interval
@@ -149,12 +169,36 @@ class AvailabilityStrategy(Strategy):
         )
 
     def prepare_start(self, initial_arrays: ArrayRecord, evaluate_fn: Any) -> Any:
-        """The wrapped strategy's ``prepare_start`` (if it has one), else ``evaluate_fn``."""
+        """The wrapped strategy's ``prepare_start`` (if it has one), else ``evaluate_fn``;
+        no failed rounds counted yet."""
+        self.failed_rounds = FailedRounds(self.failed_rounds.limit)
         prepare = getattr(self.strategy, "prepare_start", None)
         return prepare(initial_arrays, evaluate_fn) if callable(prepare) else evaluate_fn
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]) -> Any:
-        return self.strategy.aggregate_train(server_round, replies)
+        """The strategy's aggregation of the round's replies; unless it guards its rounds
+        itself, the refused ones (NaN, inf, a node's second reply) left out and the
+        round counted (:mod:`~fedram_flwr.message_api.round_guard`)."""
+        if isinstance(getattr(self.strategy, "failed_rounds", None), FailedRounds):
+            return self.strategy.aggregate_train(server_round, replies)
+        replies, name = list(replies), type(self.strategy).__name__
+        errors = [m for m in replies if m.has_error()]
+        valid, refused = screen(
+            [m for m in replies if not m.has_error()],
+            lambda m: self.partition_of.get(int(m.metadata.src_node_id)),
+            self.oracle.num_clients,
+            name,
+            server_round,
+        )
+        self.failed_rounds = guard_round(
+            self.failed_rounds,
+            name,
+            server_round,
+            [error_text(m) for m in errors] + refused,
+            len(valid),
+            getattr(self.strategy, "accept_failures", True) is not False,
+        )
+        return self.strategy.aggregate_train(server_round, valid + errors)
 
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> Any:
         return self.strategy.aggregate_evaluate(server_round, replies)
@@ -316,5 +360,6 @@ def with_availability(
 ) -> AvailabilityStrategy:
     """``strategy`` (any Message-API strategy, unchanged) training and evaluating each
     round on exactly ``oracle``'s available nodes; ``settings``: ``wait_timeout``,
-    ``query_timeout``, ``poll_interval`` of :class:`AvailabilityStrategy`."""
+    ``query_timeout``, ``poll_interval``, ``max_failed_rounds`` of
+    :class:`AvailabilityStrategy`."""
     return AvailabilityStrategy(strategy, oracle, **settings)

@@ -16,12 +16,16 @@ Message API:
 - :func:`ordered_replies`: replies as the cores' :class:`~fedram_flwr.protocol.ClientReply`
   in partition-id order, contract-checked (partition id, the metrics the strategy needs,
   the same arrays as the broadcast), with errors naming the key, the node and the strategy;
-- the failure guard (``accept_failures=False``: a round with an error reply aggregates
-  nothing, the state stays, the round counts as skipped; a node that misses ``start``'s
-  ``timeout`` is simply absent, as under Flower's own Message-API strategies) and the
-  rule that every round counts: Flower's ``start`` calls ``aggregate_train`` in every
-  round, also with no replies (``send_and_receive`` of no messages pushes nothing and
-  returns none), so FedAR and MIFA step from memory;
+- the refusal of replies that are no update (:mod:`~fedram_flwr.message_api.round_guard`:
+  a partition id outside 0..N-1 or carried by two replies, NaN or inf; each a failure
+  of its node, named in the log), the failure guard (``accept_failures=False``: a round
+  with an error reply aggregates nothing, the state stays, the round counts as skipped;
+  a node that misses ``start``'s ``timeout`` is simply absent, as under Flower's own
+  Message-API strategies; ``max_failed_rounds`` rounds in a row that aggregated nothing
+  because clients failed stop the run) and the rule that every round counts: Flower's
+  ``start`` calls ``aggregate_train`` in every round, also with no replies
+  (``send_and_receive`` of no messages pushes nothing and returns none), so FedAR and
+  MIFA step from memory;
 - ``aggregate_train`` returns the *model* part of the state (``core.evaluated``: theta
   without t, x without c) under the keys of ``start``'s ``initial_arrays``: Flower's
   ``start`` hands it to ``evaluate_fn`` and keeps it as ``Result.arrays``, so both see
@@ -52,12 +56,22 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg, Result
 from flwr.supercore import log
 
+from fedram_flwr.message_api.round_guard import (
+    error_text,
+    guard_round,
+    reported_partition,
+    screen,
+)
 from fedram_flwr.message_api.round_view import RoundView
 from fedram_flwr.protocol import Arrays, ClientReply, in_partition_order, reply_partition_id
 from fedram_flwr.strategies.core import Core
+from fedram_flwr.strategies.rounds import DEFAULT_MAX_FAILED_ROUNDS, FailedRounds
 
 FLOWER_FEDAVG_ARGS = tuple(p for p in inspect.signature(FedAvg.__init__).parameters if p != "self")
 """Flower's Message-API ``FedAvg`` arguments, which every strategy here also takes."""
+
+GUARD_ARGS = ("accept_failures", "max_failed_rounds")
+"""The failure guard's arguments, which every strategy here takes."""
 
 MODEL_BOUND = ("like",)
 """Core fields set from the model at start (:meth:`Core.for_model`), not hyper-parameters."""
@@ -140,7 +154,7 @@ def make_core(core_type: type[Core], params: dict[str, Any], strategy: str) -> C
     if unknown := sorted(set(params) - set(names)):
         raise TypeError(
             f"{strategy}: unknown argument(s) {unknown}; its own are {names}, the others "
-            f"Flower FedAvg's {list(FLOWER_FEDAVG_ARGS)} and accept_failures"
+            f"Flower FedAvg's {list(FLOWER_FEDAVG_ARGS)}, accept_failures and max_failed_rounds"
         )
     required = [f.name for f in own if f.default is MISSING and f.default_factory is MISSING]
     if missing := [n for n in required if n not in params]:
@@ -153,7 +167,9 @@ class CoreMessageStrategy(FedAvg):
 
     Subclasses set ``core_type``; keyword-only construction takes the core's
     hyper-parameters (the legacy class's names), ``accept_failures`` (default ``True``,
-    as Flower's legacy strategies) and Flower ``FedAvg``'s arguments. ``self.state`` is
+    as Flower's legacy strategies), ``max_failed_rounds`` (rounds in a row that aggregate
+    nothing because clients failed before the run stops) and Flower ``FedAvg``'s
+    arguments. ``self.state`` is
     the core's state, set from the model in ``start`` (or round 1's ``configure_train``)
     and replaced by each aggregation."""
 
@@ -165,8 +181,8 @@ class CoreMessageStrategy(FedAvg):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """The signature ``help()`` and IDEs show: the core's hyper-parameters (required
-        ones first), a subclass's own keyword arguments, ``accept_failures`` and Flower
-        ``FedAvg``'s arguments, all keyword-only."""
+        ones first), a subclass's own keyword arguments, ``accept_failures``,
+        ``max_failed_rounds`` and Flower ``FedAvg``'s arguments, all keyword-only."""
         super().__init_subclass__(**kwargs)
         if "core_type" not in cls.__dict__:
             return
@@ -180,16 +196,24 @@ class CoreMessageStrategy(FedAvg):
         flower = list(inspect.signature(FedAvg.__init__).parameters.values())[1:]
         params = [
             *sorted(own, key=lambda p: p.default is not empty),
-            *(p for p in extra if p.kind == kw and p.name != "accept_failures"),
+            *(p for p in extra if p.kind == kw and p.name not in GUARD_ARGS),
             inspect.Parameter("accept_failures", kw, default=True),
+            inspect.Parameter("max_failed_rounds", kw, default=DEFAULT_MAX_FAILED_ROUNDS),
             *(p.replace(kind=kw) for p in flower),
         ]
         cls.__signature__ = inspect.Signature(params)
 
-    def __init__(self, *, accept_failures: bool = True, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        accept_failures: bool = True,
+        max_failed_rounds: int = DEFAULT_MAX_FAILED_ROUNDS,
+        **kwargs: Any,
+    ) -> None:
         flower = {k: kwargs.pop(k) for k in FLOWER_FEDAVG_ARGS if k in kwargs}
         self.core = make_core(self.core_type, kwargs, type(self).__name__)
         self.accept_failures = accept_failures
+        self.failed_rounds = FailedRounds(max_failed_rounds)
         self.state: Any = None
         self.last_round = 0  # the last round aggregated
         self.picked_round = 0  # the last round whose trainers pick() chose
@@ -211,6 +235,7 @@ class CoreMessageStrategy(FedAvg):
         self.core = self.core.for_model(model)
         self.state = self.core.init(model)
         self.last_round = 0
+        self.failed_rounds = FailedRounds(self.failed_rounds.limit)
 
     def broadcast_arrays(self) -> Arrays:
         """What the nodes receive this round: ``core.arrays(state)``."""
@@ -286,10 +311,23 @@ class CoreMessageStrategy(FedAvg):
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        """The guard, the order, the elapsed rounds, ``core.aggregate``; the new model
-        (``None`` when it did not move) and Flower's metrics plus the diagnostics."""
+        """The refusals, the guard, the order, the elapsed rounds, ``core.aggregate``; the
+        new model (``None`` when it did not move) and Flower's metrics plus the
+        diagnostics."""
+        name = type(self).__name__
         valid, errors = self._check_and_log_replies(list(replies), is_train=True)
-        if errors and not self.accept_failures:
+        valid, refused = screen(
+            valid,
+            reported_partition,
+            self.core.client_count(),
+            name,
+            server_round,
+        )
+        failed = [error_text(m) for m in errors] + refused
+        self.failed_rounds = guard_round(
+            self.failed_rounds, name, server_round, failed, len(valid), self.accept_failures
+        )
+        if failed and not self.accept_failures:
             return None, None
         pairs = ordered_replies(
             valid,

@@ -84,6 +84,8 @@ BAD_FILES = [
     (bad([0, 5]), r"client 1: expected an object with active, inactive, finish_time"),
     ({"a": OK, "2": OK, "5": OK}, r"client 'a': ids must be integers"),
     ({"1": OK, "2": OK}, r"holds 2 clients; data\.num_clients is 3"),
+    # "3" and "03" were one client, the second record silently replacing the first
+    ({"1": OK, "3": OK, "03": OK, "5": OK}, r"clients '3' and '03' are both client 3"),
 ]
 
 

@@ -127,3 +127,10 @@ def test_manager_rejects_probabilities_outside_zero_one() -> None:
         NonStationaryClientManager([0.5, 1.5], "sine", seed=0)
     with pytest.raises(ValueError, match="rounds start at 1"):
         NonStationaryClientManager([0.5], "sine", seed=0).probabilities(0)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_manager_built_directly_rejects_nan_and_inf_naming_p(bad: float) -> None:
+    """The scenario loader refuses NaN before; a library user's NaN passed ``p < 0``."""
+    with pytest.raises(ValueError, match=r"availability\.params\.p\[1\]: must be in \[0, 1\]"):
+        NonStationaryClientManager([0.5, bad], "stationary", seed=0)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from fedram_flwr.availability import (
+    BernoulliClientManager,
     ConnectedClientManager,
     CyclicClientManager,
     MarkovClientManager,
@@ -278,3 +279,19 @@ def test_bad_params_fail_at_load(scenario_dict, oracle: str, params: dict, messa
 def test_label_correlated_needs_client_classes(scenario_dict) -> None:
     with pytest.raises(ScenarioError, match=r"label_correlated: needs data\.client_classes"):
         scenario_with(scenario_dict, "markov", {"label_correlated": True}, client_classes=None)
+
+
+@pytest.mark.parametrize(
+    ("build", "field"),
+    [
+        (lambda: RandomAccessClientManager([np.nan, 0.5, 0.5], seed=0), r"params\.rho"),
+        (lambda: MarkovClientManager([0.5, np.nan], [0.1, 0.1], 0), r"params\.pi\[1\]: nan"),
+        (lambda: MarkovClientManager([0.5, 0.5], [np.nan, 0.1], 0), r"params\.lam\[0\]: nan"),
+        (lambda: BernoulliClientManager([np.nan, 0.5], 0), r"params\.p\[0\]: nan"),
+    ],
+    ids=["ram-rho", "markov-pi", "markov-lam", "bernoulli-p"],
+)
+def test_oracles_built_directly_reject_nan_naming_the_parameter(build, field: str) -> None:
+    """NaN compared false with every bound, so it passed the range checks."""
+    with pytest.raises(ValueError, match=field):
+        build()

@@ -8,6 +8,7 @@ to partition ids, as Flower's engines give them)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from functools import partial
 
@@ -25,7 +26,13 @@ from flwr.app import (
 )
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid
-from flwr.serverapp.strategy import FedAdam, FedAvg, FedProx, QFedAvg
+from flwr.serverapp.strategy import (
+    DifferentialPrivacyServerSideFixedClipping,
+    FedAdam,
+    FedAvg,
+    FedProx,
+    QFedAvg,
+)
 from flwr.supercore.task_identity import TaskIdentity
 
 from fedram_flwr import message_api
@@ -42,6 +49,7 @@ from fedram_flwr.availability import (
 from fedram_flwr.message_api import FedCVaRAvg
 from fedram_flwr.message_api.availability import MAX_POLLS, RoundView, with_availability
 from fedram_flwr.message_api.partitions import PARTITION_ACTION, PARTITION_QUERY, partition_id_query
+from fedram_flwr.strategies.rounds import FailedRoundsError
 
 K = 5
 
@@ -383,3 +391,87 @@ def test_the_projects_strategies_send_only_to_the_nodes_they_select() -> None:
         assert left_out > 0, f"{name} selected every available node"
         queries = [(t, n) for t, _, n in grid.sent if t != MessageType.TRAIN]
         assert sorted(queries) == sorted((PARTITION_QUERY, n) for n in pid_of), name
+
+
+# --------------------------------------- failed rounds and NaN updates, any strategy (26)
+def failing_app(*, nan_from: Iterable[int] = (), raise_from: Iterable[int] = ()) -> ClientApp:
+    """Trains as :func:`client_app` (every array + 1), except that the partitions in
+    ``nan_from`` return NaN arrays and those in ``raise_from`` raise (as a ClientApp whose
+    ``to_xy`` was left out does)."""
+    app = ClientApp()
+
+    @app.train()
+    def train(msg: Message, context: Context) -> Message:
+        pid = context.node_config["partition-id"]
+        if pid in raise_from:
+            raise AttributeError("module 'task' has no attribute 'to_xy'")
+        arrays = msg.content["arrays"].to_numpy_ndarrays()
+        arrays = [np.full_like(a, np.nan) if pid in nan_from else a + 1 for a in arrays]
+        metrics = MetricRecord({"num-examples": 1, "train_loss": 1.0})
+        return Message(
+            RecordDict({"arrays": ArrayRecord(arrays), "metrics": metrics}), reply_to=msg
+        )
+
+    app.query(PARTITION_ACTION)(partition_id_query)
+    return app
+
+
+def grid_with(app: ClientApp, k: int = K) -> StubGrid:
+    return StubGrid(app, {node_id(p): {"partition-id": p, "num-partitions": k} for p in range(k)})
+
+
+ALWAYS = [1.0] * K  # every partition available in every round
+
+
+def test_flowers_fedavg_with_a_client_error_every_round_stops_the_run(caplog) -> None:
+    """Was: "Received 0 results and 5 failures" each round, an untrained model, success."""
+    grid = grid_with(failing_app(raise_from=range(K)))
+    with caplog.at_level(logging.WARNING, logger="flwr"), pytest.raises(FailedRoundsError) as err:
+        run(FedAvg(fraction_evaluate=0.0), BernoulliClientManager(ALWAYS, seed=0), grid, 6)
+    assert str(err.value).startswith("3 rounds in a row (1..3) trained nothing")
+    first = f"first error (round 1): 'node {node_id(0)}: AttributeError(\"module"
+    assert first in str(err.value) and "has no attribute" in str(err.value)
+    for r in (1, 2):
+        assert f"round {r}: no update aggregated: 5 of 5 selected clients failed" in caplog.text
+    assert grid.nodes_of(MessageType.TRAIN, 4) == []  # stopped: round 4 never ran
+
+
+def test_a_nan_update_is_refused_under_any_strategy(caplog) -> None:
+    """Flower's FedAvg would average partition 0's NaN into the model."""
+    grid = grid_with(failing_app(nan_from={0}))
+    with caplog.at_level(logging.WARNING, logger="flwr"):
+        _, result = run(FedAvg(fraction_evaluate=0.0), BernoulliClientManager(ALWAYS, 0), grid, 2)
+    assert result.arrays.to_numpy_ndarrays()[0].tolist() == [2.0, 2.0]  # +1 a round
+    assert (
+        f"round 1: FedAvg refused node {node_id(0)}: non-finite update: array 0 (shape (2,)) "
+        "holds 2 NaN or inf" in caplog.text
+    )
+
+
+def test_nan_from_every_node_stops_the_run_at_max_failed_rounds() -> None:
+    grid = grid_with(failing_app(nan_from=range(K)))
+    oracle = BernoulliClientManager(ALWAYS, seed=0)
+    with pytest.raises(FailedRoundsError, match=r"1 rounds in a row \(1..1\).*non-finite update"):
+        run(FedAvg(fraction_evaluate=0.0), oracle, grid, 4, max_failed_rounds=1)
+    with pytest.raises(ValueError, match="max_failed_rounds: 0 is not allowed"):
+        with_availability(FedAvg(), oracle, max_failed_rounds=0)
+
+
+def test_a_strategy_with_its_own_guard_counts_its_rounds_itself() -> None:
+    """The project's strategies screen and count their replies: their max_failed_rounds
+    holds, not the wrapper's, and a round is counted once."""
+    grid = grid_with(failing_app(raise_from=range(K)))
+    strategy = message_api.FedAvg(fraction_evaluate=0.0, max_failed_rounds=2)
+    oracle = BernoulliClientManager(ALWAYS, seed=0)
+    with pytest.raises(FailedRoundsError, match=r"2 rounds in a row \(1..2\)"):
+        run(strategy, oracle, grid, 6, max_failed_rounds=5)
+
+
+def test_a_dp_wrapper_around_a_guarded_strategy_is_guarded_by_with_availability() -> None:
+    """Flower's DP wrapper skips a round with an error reply before the project's
+    strategy inside it sees the round: the availability wrapper counts it."""
+    grid = grid_with(failing_app(raise_from=range(K)))
+    inner = message_api.FedAvg(fraction_evaluate=0.0, max_failed_rounds=1)
+    strategy = DifferentialPrivacyServerSideFixedClipping(inner, 0.0, 10.0, K)
+    with pytest.raises(FailedRoundsError, match=r"2 rounds in a row \(1..2\).*to_xy"):
+        run(strategy, BernoulliClientManager(ALWAYS, seed=0), grid, 6, max_failed_rounds=2)

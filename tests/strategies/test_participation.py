@@ -139,3 +139,13 @@ def test_a_bad_per_round_law_is_refused() -> None:
     c = fedavg_is(2, lambda server_round: np.array([0.5, 1.5]))
     with pytest.raises(ValueError, match=r"oracle-informed p in round 4: need 2 probabilities"):
         c.aggregate(c.init([np.zeros(DIM, np.float32)]), 4, [vector_reply(0, np.ones(DIM))], 1)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_known_p_nan_or_inf_is_refused_naming_known_p(bad: float) -> None:
+    """NaN compared false with both bounds, so it passed ``p <= 0 or p > 1``."""
+    with pytest.raises(ValueError, match=r"known_p: oracle-informed p: need 2 probabilities"):
+        fedavg_is(2, [0.5, bad])
+    c = fedavg_is(2, lambda server_round: np.array([0.5, bad]))  # a law read per round
+    with pytest.raises(ValueError, match=r"known_p: oracle-informed p in round 4"):
+        c.aggregate(c.init([np.zeros(DIM, np.float32)]), 4, [vector_reply(0, np.ones(DIM))], 1)
