@@ -70,6 +70,7 @@ from fedram_flwr.registry import load_scenario, with_overrides
 from fedram_flwr.report import write_report
 from fedram_flwr.run_checks import refuse_changed, refuse_resumable, skip
 from fedram_flwr.rundir import run_folder
+from fedram_flwr.rundir.directory import PATH_MAX, PATH_ROOM
 from fedram_flwr.sweep import swept_values
 
 
@@ -149,13 +150,29 @@ def _parser() -> argparse.ArgumentParser:
         "'hcvar_alpha=[0.1, 0.2]'; a swept field takes the one value given (leaves the sweep)",
     )
     run.add_argument("--variant", action="append", help="run only these sweep variants")
-    run.add_argument("--out", type=Path, default=Path("runs"))
+    run.add_argument("--out", type=out_folder, default=Path("runs"))
     run.add_argument("--force", action="store_true", help="rerun complete runs too")
     rep = sub.add_parser("report", help="tables and figures from a folder of runs")
     rep.add_argument("runs", type=Path)
     show = sub.add_parser("show", help="print the resolved scenario and its variants")
     show.add_argument("scenario", type=Path)
     return p
+
+
+def out_folder(text: str) -> Path:
+    """``--out``'s value as a path; an empty one (``--out ""``: the working directory, by
+    mistake) is refused."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            f"{text!r} names no folder; give one, e.g. --out runs (or --out . on purpose)"
+        )
+    size = len(os.fsencode(os.path.abspath(text)))
+    if size > PATH_MAX - PATH_ROOM:
+        raise argparse.ArgumentTypeError(
+            f"{text[:60]!r}... is a path of {size} bytes; a path is at most {PATH_MAX} bytes, "
+            f"and a run folder needs {PATH_ROOM} more for its files"
+        )
+    return Path(text)
 
 
 def parse_kills(items: list[str]) -> dict[int, int]:

@@ -146,6 +146,31 @@ def absolute_path(path: str) -> str:
     return os.path.abspath(os.path.expanduser(path))
 
 
+NAME_MAX = 255
+"""The longest file name, in bytes of UTF-8, on Linux's file systems (ext4, xfs, btrfs,
+tmpfs) and macOS's: a scenario name or a variant label is one folder of a run's path."""
+
+
+def plain_name(value: str, what: str) -> str:
+    """``value`` if it can be one file name: not empty, ``.`` or ``..``; no ``/``, ``\\``
+    or control character; at most :data:`NAME_MAX` bytes of UTF-8. Otherwise
+    :class:`ScenarioError` naming ``what`` and the rule."""
+    bad = [c for c in value if c in "/\\" or ord(c) < 32 or ord(c) == 127]
+    if value in ("", ".", "..") or bad:
+        shown = value if len(value) <= 60 else value[:57] + "..."
+        raise ScenarioError(
+            f"{what}: {shown!r} cannot name a run folder: give a plain name (not empty, '.' or "
+            f"'..'; no '/', '\\' or control characters)"
+        )
+    size = len(value.encode("utf-8", "surrogatepass"))
+    if size > NAME_MAX:
+        raise ScenarioError(
+            f"{what}: {value[:40]!r}... is {size} bytes long; a folder name is at most "
+            f"{NAME_MAX} bytes (the file system's limit)"
+        )
+    return value
+
+
 def few(items: Iterable[Any], limit: int = 5) -> str:
     """``[a, b, c, d, e, ...]`` (N in all): at most ``limit`` items of a list for an error
     message, which must stay short whatever the scenario's size."""

@@ -13,10 +13,13 @@ import yaml
 
 from fedram_flwr.cli import main
 from fedram_flwr.config import ScenarioError
+from fedram_flwr.registry import load_scenario, scenario_from_dict
+from fedram_flwr.rundir import run_folder
 from fedram_flwr.schema import (
     MAX_INT_DIGITS,
     MAX_YAML_CHARS,
     MAX_YAML_DEPTH,
+    NAME_MAX,
     load_yaml,
 )
 from tests.helpers import TINY_GAUSSIAN
@@ -110,3 +113,60 @@ def test_the_cli_refuses_a_yaml_bomb_with_exit_2(
     assert err.startswith(f"fedram: error: {says}") or says in err, err
     assert "Traceback" not in err
     assert not out.exists()  # refused before anything was written
+
+
+# ------------------------------------------------------------------- names, paths
+LONG = "n" * (NAME_MAX + 1)
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (
+            ["--set", f"name={LONG}"],
+            f"name: '{'n' * 40}'... is 256 bytes long; a folder name is at most 255",
+        ),
+        (["--set", "name='a\tb'"], "name: 'a\\tb' cannot name a run folder"),
+        (["--set", "name=.."], "name: '..' cannot name a run folder"),
+        (["--set", f"sweep={{description: [{LONG}]}}"], "sweep: variant label: "),
+        (
+            ["--set", "sweep={description: ['a/..']}"],
+            "sweep: variant label: 'description=a/..'",
+        ),
+        (["--out", ""], "argument --out: '' names no folder"),
+        (["--out", "/".join(["d" * 200] * 21)], "argument --out: 'ddd"),
+        (["--out", "/".join(["d" * 200] * 19), "--set", f"name={'n' * 200}"], "--out: run folder"),
+    ],
+)
+def test_names_that_cannot_be_a_folder_are_refused(
+    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch, argv: list[str], says: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("tiny.yaml").write_text(scenario_text())
+    if argv[0] == "--out" and "argument" in says:
+        with pytest.raises(SystemExit) as stop:
+            main(["run", "tiny.yaml", *argv])
+        code, err = stop.value.code, capsys.readouterr().err
+    else:
+        code, err = fedram(capsys, "run", "tiny.yaml", *argv)
+    assert code == 2 and says in err, err
+    assert "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny.yaml"]  # nothing written
+
+
+def test_a_name_of_255_bytes_is_a_folder(tmp_path: Path) -> None:
+    raw = copy.deepcopy(TINY_GAUSSIAN)
+    raw["name"] = "é" * 127 + "n"  # 255 bytes of UTF-8
+    scenario = scenario_from_dict(raw)
+    folder = run_folder(tmp_path, scenario.name, "default", 0)
+    folder.mkdir(parents=True)
+    with pytest.raises(ScenarioError, match="is 256 bytes long"):
+        scenario_from_dict({**raw, "name": "é" * 128})
+
+
+def test_a_scenario_file_over_the_limit_is_refused_unread(tmp_path: Path) -> None:
+    path = tmp_path / "big.yaml"
+    with path.open("wb") as fh:
+        fh.truncate(4 * MAX_YAML_CHARS + 2)  # sparse: no disk used
+    with pytest.raises(ScenarioError, match="big.yaml: refused: over"):
+        load_scenario(path)

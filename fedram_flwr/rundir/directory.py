@@ -47,7 +47,6 @@ from typing import Any
 import numpy as np
 import yaml
 
-from fedram_flwr.config import ScenarioError
 from fedram_flwr.rundir.fingerprint import (
     code_version,
     dict_diff,
@@ -55,6 +54,7 @@ from fedram_flwr.rundir.fingerprint import (
     scenario_fingerprint,
 )
 from fedram_flwr.rundir.lock import acquire, held_token, lock_held, release, verify_writer
+from fedram_flwr.schema import ScenarioError, plain_name
 
 WEIGHTS_FILE = "weights.npy"
 VARIANT_FILE = "variant.json"
@@ -91,23 +91,30 @@ def label_fields(swept: Mapping[str, Any]) -> dict[str, str]:
 
 
 def safe_component(value: str, what: str) -> str:
-    """``value`` as one folder name under ``--out``: never empty, ``.``, ``..`` or with a
-    path separator (``name: ".."`` would write outside it)."""
-    if value in ("", ".", "..") or any(c in value for c in "/\\\0"):
-        raise ScenarioError(
-            f"{what}: {value!r} cannot name a run folder (no '/', '\\', '.' or '..'); rename it"
-        )
-    return value
+    """``value`` as one folder name under ``--out``: a plain name
+    (:func:`~fedram_flwr.schema.plain_name`: ``name: ".."`` would write outside it)."""
+    return plain_name(value, what)
+
+
+PATH_MAX = 4096
+"""The longest path Linux opens, in bytes."""
+PATH_ROOM = 100
+"""Room a run folder's path leaves for the files inside it (``flwr-logs/...``)."""
 
 
 def run_folder(out: Path, name: str, label: str, seed: int) -> Path:
-    """``<out>/<scenario name>/<variant label>/seed<k>``, each part checked."""
-    return (
-        out
-        / safe_component(name, "name")
-        / safe_component(label, f"sweep: variant label {label!r}")
-        / f"seed{seed}"
-    )
+    """``<out>/<scenario name>/<variant label>/seed<k>``, each part checked, the whole
+    within :data:`PATH_MAX` with :data:`PATH_ROOM` to spare."""
+    folder = (
+        out / safe_component(name, "name") / safe_component(label, "sweep: variant label")
+    ) / f"seed{seed}"
+    size = len(os.fsencode(folder.absolute()))
+    if size > PATH_MAX - PATH_ROOM:
+        raise ScenarioError(
+            f"--out: run folder {str(folder)[:60]!r}... is a path of {size} bytes; a path "
+            f"is at most {PATH_MAX} bytes, and a run folder leaves {PATH_ROOM} to its files"
+        )
+    return folder
 
 
 class RunDirectory:
