@@ -54,6 +54,7 @@ from fedram_flwr.rundir.fingerprint import (
     scenario_fingerprint,
 )
 from fedram_flwr.rundir.lock import acquire, held_token, lock_held, release, verify_writer
+from fedram_flwr.rundir.nofollow import open_regular, read_regular, write_atomic
 from fedram_flwr.schema import ScenarioError, plain_name
 
 WEIGHTS_FILE = "weights.npy"
@@ -146,8 +147,8 @@ class RunDirectory:
         """The recorded status; ``interrupted`` for a run in progress whose lock nobody
         holds; ``missing`` without a readable ``status.json``."""
         try:
-            status = json.loads((self.path / "status.json").read_text())["status"]
-        except (OSError, ValueError, KeyError, TypeError):
+            status = json.loads(read_regular(self.path / "status.json"))["status"]
+        except (OSError, ValueError, KeyError, TypeError):  # a FIFO there too: never read
             return "missing"
         if status in ACTIVE and lock_held(self.path) is False:
             return "interrupted"
@@ -184,7 +185,8 @@ class RunDirectory:
 
     def append_metrics(self, row: dict[str, Any]) -> None:
         self._check_writer()
-        with self.metrics_path.open("a") as fh:
+        fd = open_regular(self.metrics_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        with os.fdopen(fd, "w") as fh:
             fh.write(json.dumps(row) + "\n")
 
     def _check_writer(self) -> None:
@@ -298,6 +300,6 @@ class RunDirectory:
         return ", ".join(diffs[:6]) + (f" (+{len(diffs) - 6} more)" if len(diffs) > 6 else "")
 
     def write(self, name: str, text: str) -> None:
-        tmp = self.path / f".{name}.tmp"
-        tmp.write_text(text)
-        tmp.replace(self.path / name)  # atomic: never a half-written file
+        """``name`` in the run folder holds ``text``: atomic (never a half-written file),
+        never written through a link (:func:`~.nofollow.write_atomic`)."""
+        write_atomic(self.path / name, text.encode())
