@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -63,6 +64,7 @@ from fedram_flwr.engines import (
 )
 from fedram_flwr.engines.fanout import LOCAL, fan_out
 from fedram_flwr.engines.flwr.ray_cluster import check_reachable
+from fedram_flwr.interrupt import RunInterrupted, record_interrupted
 from fedram_flwr.outputs import RunDirectory
 from fedram_flwr.plot_inputs import complete_plot_inputs
 from fedram_flwr.plots import plot_run
@@ -71,6 +73,7 @@ from fedram_flwr.report import write_report
 from fedram_flwr.run_checks import refuse_changed, refuse_resumable, skip
 from fedram_flwr.rundir import run_folder
 from fedram_flwr.rundir.directory import PATH_MAX, PATH_ROOM
+from fedram_flwr.rundir.nofollow import write_atomic
 from fedram_flwr.sweep import swept_values
 
 
@@ -279,7 +282,11 @@ def run_job(
             if not args.force and skip(RunDirectory(run_dir), tag, args.api):
                 return None
             RunDirectory(run_dir).write_variant(label, swept)
-            run_one(args, kills, variant, seed, run_dir, tag)
+            try:
+                run_one(args, kills, variant, seed, run_dir, tag)
+            except KeyboardInterrupt:  # Ctrl-C: recorded while we hold the lock
+                signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second one waits
+                raise record_interrupted(run_dir, variant.rounds, args.engine) from None
             plot_run(run_dir)
     except (ScenarioError, DatasetNotFoundError):
         raise
@@ -301,7 +308,7 @@ def run_one(
     if args.engine in ("flwr", "deployment"):
         resolved = run_dir / "requested-scenario.yaml"
         run_dir.mkdir(parents=True, exist_ok=True)
-        resolved.write_text(yaml.safe_dump({**variant.to_dict(), "seeds": [seed]}))
+        write_atomic(resolved, yaml.safe_dump({**variant.to_dict(), "seeds": [seed]}).encode())
         deployment = args.engine == "deployment"
         run_with_flwr(
             resolved.resolve(),
@@ -355,6 +362,11 @@ def main(argv: list[str] | None = None) -> int:
     except (ScenarioError, DatasetNotFoundError, FlwrRunError) as err:
         print(f"fedram: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as err:  # Ctrl-C: one line, no traceback
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        line = err.message() if isinstance(err, RunInterrupted) else "fedram: interrupted"
+        print(line, file=sys.stderr)
+        return 128 + signal.SIGINT
 
 
 if __name__ == "__main__":
