@@ -54,19 +54,9 @@ import yaml
 from fedram_flwr.app_config import APIS, parse_override
 from fedram_flwr.config import Scenario, ScenarioError
 from fedram_flwr.data import DatasetNotFoundError
-from fedram_flwr.engines import (
-    DEPLOYMENT_LATENCY_ENV,
-    FlwrRunError,
-    generate_tls_files,
-    run_in_process,
-    run_message_in_process,
-    run_with_flwr,
-)
-from fedram_flwr.engines.fanout import LOCAL, fan_out
-from fedram_flwr.engines.flwr.ray_cluster import check_reachable
+from fedram_flwr.extras import MissingExtraError, is_missing_extra, missing_extra
 from fedram_flwr.interrupt import RunInterrupted, record_interrupted
 from fedram_flwr.outputs import RunDirectory
-from fedram_flwr.plot_inputs import complete_plot_inputs
 from fedram_flwr.plots import plot_run
 from fedram_flwr.registry import load_scenario, with_overrides
 from fedram_flwr.report import write_report
@@ -75,6 +65,33 @@ from fedram_flwr.rundir import run_folder
 from fedram_flwr.rundir.directory import PATH_MAX, PATH_ROOM
 from fedram_flwr.rundir.nofollow import write_atomic
 from fedram_flwr.sweep import swept_values
+
+try:  # what runs need: torch, torchvision (the `experiments` extra); --help, show: not
+    from fedram_flwr.engines import (
+        DEPLOYMENT_LATENCY_ENV,
+        FlwrRunError,
+        generate_tls_files,
+        run_in_process,
+        run_message_in_process,
+        run_with_flwr,
+    )
+    from fedram_flwr.engines.fanout import LOCAL, fan_out
+    from fedram_flwr.engines.flwr.ray_cluster import check_reachable
+    from fedram_flwr.plot_inputs import complete_plot_inputs
+
+    MISSING: ImportError | None = None
+except ModuleNotFoundError as err:
+    if not is_missing_extra(err):
+        raise
+    MISSING = err
+    FlwrRunError = MissingExtraError  # never raised: no run starts without the extra
+
+
+def need_extra(what: str) -> None:
+    """Raise :class:`MissingExtraError` (exit 2, naming the extra) when the
+    ``experiments`` extra that ``what`` needs is not installed."""
+    if MISSING is not None:
+        raise missing_extra(what, MISSING)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -190,6 +207,7 @@ def parse_kills(items: list[str]) -> dict[int, int]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    need_extra("fedram run")
     kills = parse_kills(args.kill_supernode)
     if (args.tls or kills) and args.engine != "deployment":
         raise ScenarioError("--tls and --kill-supernode need --engine deployment")
@@ -336,6 +354,7 @@ def run_one(
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    need_extra("fedram report")
     if not args.runs.is_dir():
         raise ScenarioError(f"{args.runs}: no such folder of runs")
     complete_plot_inputs(args.runs)
