@@ -305,6 +305,8 @@ def read_scenario_file(path: str | Path) -> dict[str, Any]:
     """The raw mapping of a scenario YAML file (``name`` defaults to the file's stem)."""
     path = Path(path)
     if not path.is_file():
+        if path.exists():  # a folder, a FIFO (which would block a read), a device
+            raise ScenarioError(f"{path}: not a regular file; give a scenario's YAML file")
         raise ScenarioError(f"scenario file not found: {path}")
     try:
         with path.open("rb") as fh:  # at most what load_yaml reads, whatever the file's size

@@ -6,6 +6,7 @@ naming the source, before anything is run."""
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 
 import pytest
@@ -170,3 +171,9 @@ def test_a_scenario_file_over_the_limit_is_refused_unread(tmp_path: Path) -> Non
         fh.truncate(4 * MAX_YAML_CHARS + 2)  # sparse: no disk used
     with pytest.raises(ScenarioError, match="big.yaml: refused: over"):
         load_scenario(path)
+
+
+def test_a_scenario_that_is_a_fifo_is_refused_unread(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "fifo.yaml")  # reading it would block until someone writes
+    with pytest.raises(ScenarioError, match="fifo.yaml: not a regular file"):
+        load_scenario(tmp_path / "fifo.yaml")
