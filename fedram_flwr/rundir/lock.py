@@ -92,12 +92,13 @@ def acquire(folder: Path) -> str:
     """Take ``folder``'s lock (re-entrant within this process); returns its token.
     Refused (:class:`~.nofollow.UnsafePathError`) when the folder or anything in it is a
     symbolic link, or ``run.lock`` is not a regular file: nothing is written through."""
-    if folder.resolve() in _HELD:
-        _HELD[folder.resolve()].depth += 1
-        return _HELD[folder.resolve()].token
+    resolved = folder.resolve()
+    if resolved in _HELD:
+        _HELD[resolved].depth += 1
+        return _HELD[resolved].token
     make_folder(folder)
     refuse_links(folder)
-    folder = folder.resolve()
+    folder = resolved
     fd = open_regular(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT)
     for attempt in range(LOCK_TRIES):
         try:

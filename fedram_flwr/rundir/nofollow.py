@@ -98,8 +98,13 @@ def make_folder(path: Path) -> Path:
     try:
         path.mkdir(parents=True, exist_ok=True)
     except FileExistsError:  # a file, a dangling link
-        raise refuse(path) from None
-    if not stat.S_ISDIR(os.lstat(path).st_mode):
+        pass
+    mode = os.lstat(path).st_mode
+    if stat.S_ISREG(mode):
+        raise UnsafePathError(
+            f"{path}: a file where a folder goes; remove it, or choose another --out"
+        )
+    if not stat.S_ISDIR(mode):
         raise refuse(path)
     return path
 
