@@ -46,6 +46,7 @@ import argparse
 import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -303,7 +304,8 @@ def run_job(
             try:
                 run_one(args, kills, variant, seed, run_dir, tag)
             except KeyboardInterrupt:  # Ctrl-C: recorded while we hold the lock
-                signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second one waits
+                if threading.current_thread() is threading.main_thread():
+                    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second one waits
                 raise record_interrupted(run_dir, variant.rounds, args.engine) from None
             plot_run(run_dir)
     except (ScenarioError, DatasetNotFoundError):
