@@ -45,7 +45,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -54,24 +56,44 @@ import yaml
 from fedram_flwr.app_config import APIS, parse_override
 from fedram_flwr.config import Scenario, ScenarioError
 from fedram_flwr.data import DatasetNotFoundError
-from fedram_flwr.engines import (
-    DEPLOYMENT_LATENCY_ENV,
-    FlwrRunError,
-    generate_tls_files,
-    run_in_process,
-    run_message_in_process,
-    run_with_flwr,
-)
-from fedram_flwr.engines.fanout import LOCAL, fan_out
-from fedram_flwr.engines.flwr.ray_cluster import check_reachable
+from fedram_flwr.extras import MissingExtraError, is_missing_extra, missing_extra
+from fedram_flwr.interrupt import RunInterrupted, record_interrupted
 from fedram_flwr.outputs import RunDirectory
-from fedram_flwr.plot_inputs import complete_plot_inputs
 from fedram_flwr.plots import plot_run
 from fedram_flwr.registry import load_scenario, with_overrides
 from fedram_flwr.report import RunSet, write_report
 from fedram_flwr.run_checks import refuse_changed, refuse_resumable, skip
 from fedram_flwr.rundir import run_folder
+from fedram_flwr.rundir.directory import PATH_MAX, PATH_ROOM
+from fedram_flwr.rundir.nofollow import write_atomic
 from fedram_flwr.sweep import swept_values
+
+try:  # what runs need: torch, torchvision (the `experiments` extra); --help, show: not
+    from fedram_flwr.engines import (
+        DEPLOYMENT_LATENCY_ENV,
+        FlwrRunError,
+        generate_tls_files,
+        run_in_process,
+        run_message_in_process,
+        run_with_flwr,
+    )
+    from fedram_flwr.engines.fanout import LOCAL, fan_out
+    from fedram_flwr.engines.flwr.ray_cluster import check_reachable
+    from fedram_flwr.plot_inputs import complete_plot_inputs
+
+    MISSING: ImportError | None = None
+except ModuleNotFoundError as err:
+    if not is_missing_extra(err):
+        raise
+    MISSING = err
+    FlwrRunError = MissingExtraError  # never raised: no run starts without the extra
+
+
+def need_extra(what: str) -> None:
+    """Raise :class:`MissingExtraError` (exit 2, naming the extra) when the
+    ``experiments`` extra that ``what`` needs is not installed."""
+    if MISSING is not None:
+        raise missing_extra(what, MISSING)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -150,7 +172,7 @@ def _parser() -> argparse.ArgumentParser:
         "'hcvar_alpha=[0.1, 0.2]'; a swept field takes the one value given (leaves the sweep)",
     )
     run.add_argument("--variant", action="append", help="run only these sweep variants")
-    run.add_argument("--out", type=Path, default=Path("runs"))
+    run.add_argument("--out", type=out_folder, default=Path("runs"))
     run.add_argument("--force", action="store_true", help="rerun complete runs too")
     rep = sub.add_parser("report", help="tables and figures from a folder of runs")
     rep.add_argument("runs", type=Path)
@@ -165,6 +187,22 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def out_folder(text: str) -> Path:
+    """``--out``'s value as a path; an empty one (``--out ""``: the working directory, by
+    mistake) is refused."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            f"{text!r} names no folder; give one, e.g. --out runs (or --out . on purpose)"
+        )
+    size = len(os.fsencode(os.path.abspath(text)))
+    if size > PATH_MAX - PATH_ROOM:
+        raise argparse.ArgumentTypeError(
+            f"{text[:60]!r}... is a path of {size} bytes; a path is at most {PATH_MAX} bytes, "
+            f"and a run folder needs {PATH_ROOM} more for its files"
+        )
+    return Path(text)
+
+
 def parse_kills(items: list[str]) -> dict[int, int]:
     """``["2@3"]`` -> {2: 3}: partition id -> round after which its SuperNode dies."""
     kills = {}
@@ -177,6 +215,7 @@ def parse_kills(items: list[str]) -> dict[int, int]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    need_extra("fedram run")
     kills = parse_kills(args.kill_supernode)
     if (args.tls or kills) and args.engine != "deployment":
         raise ScenarioError("--tls and --kill-supernode need --engine deployment")
@@ -269,7 +308,12 @@ def run_job(
             if not args.force and skip(RunDirectory(run_dir), tag, args.api):
                 return None
             RunDirectory(run_dir).write_variant(label, swept)
-            run_one(args, kills, variant, seed, run_dir, tag)
+            try:
+                run_one(args, kills, variant, seed, run_dir, tag)
+            except KeyboardInterrupt:  # Ctrl-C: recorded while we hold the lock
+                if threading.current_thread() is threading.main_thread():
+                    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second one waits
+                raise record_interrupted(run_dir, variant.rounds, args.engine) from None
             plot_run(run_dir)
     except (ScenarioError, DatasetNotFoundError):
         raise
@@ -291,7 +335,7 @@ def run_one(
     if args.engine in ("flwr", "deployment"):
         resolved = run_dir / "requested-scenario.yaml"
         run_dir.mkdir(parents=True, exist_ok=True)
-        resolved.write_text(yaml.safe_dump({**variant.to_dict(), "seeds": [seed]}))
+        write_atomic(resolved, yaml.safe_dump({**variant.to_dict(), "seeds": [seed]}).encode())
         deployment = args.engine == "deployment"
         run_with_flwr(
             resolved.resolve(),
@@ -319,6 +363,7 @@ def run_one(
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    need_extra("fedram report")
     if not args.runs.is_dir():
         raise ScenarioError(f"{args.runs}: no such folder of runs")
     complete_plot_inputs(args.runs)
@@ -359,6 +404,11 @@ def main(argv: list[str] | None = None) -> int:
     except (ScenarioError, DatasetNotFoundError, FlwrRunError) as err:
         print(f"fedram: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as err:  # Ctrl-C: one line, no traceback
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        line = err.message() if isinstance(err, RunInterrupted) else "fedram: interrupted"
+        print(line, file=sys.stderr)
+        return 128 + signal.SIGINT
 
 
 if __name__ == "__main__":

@@ -26,11 +26,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from fedram_flwr.schema import (
+    MAX_YAML_CHARS,
     ScenarioError,
     absolute_path,
     build_dataclass,
     check_range,
     load_yaml,
+    plain_name,
 )
 from fedram_flwr.sweep import apply_overrides as apply_overrides
 from fedram_flwr.sweep import label_part, plain, swept_values
@@ -268,8 +270,7 @@ class Scenario:
             raise ScenarioError("seeds: give at least one seed, e.g. seeds: [0, 1, 2]")
         for i, seed in enumerate(self.seeds):
             check_range(f"seeds[{i}]", seed, 0, MAX_SEED)
-        if not self.name or "/" in self.name:
-            raise ScenarioError(f"name: must be a non-empty name without '/', got {self.name!r}")
+        plain_name(self.name, "name")  # a folder of every run's path
         swept_values(self.sweep)  # the keys' value lists and zipped rows, named
         if self.sweep:  # a bad sweep key or value fails at load time, not mid-run
             try:
@@ -316,9 +317,15 @@ def read_scenario_file(path: str | Path) -> dict[str, Any]:
     """The raw mapping of a scenario YAML file (``name`` defaults to the file's stem)."""
     path = Path(path)
     if not path.is_file():
+        if path.exists():  # a folder, a FIFO (which would block a read), a device
+            raise ScenarioError(f"{path}: not a regular file; give a scenario's YAML file")
         raise ScenarioError(f"scenario file not found: {path}")
     try:
-        text = path.read_bytes().decode("utf-8")
+        with path.open("rb") as fh:  # at most what load_yaml reads, whatever the file's size
+            data = fh.read(4 * MAX_YAML_CHARS + 1)
+        if len(data) > 4 * MAX_YAML_CHARS:
+            raise ScenarioError(f"{path}: refused: over {4 * MAX_YAML_CHARS:,} bytes of YAML")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise ScenarioError(
             f"{path}: not UTF-8 text (byte 0x{err.object[err.start]:02x} at offset {err.start})"

@@ -21,9 +21,67 @@ class ScenarioError(ValueError):
 
 
 # ------------------------------------------------------------------------- YAML
+MAX_YAML_CHARS = 4 * 2**20
+"""The longest YAML text read (a scenario file, a ``--set`` value): the shipped
+scenarios are under 2 kB; a scenario listing a value per client for 100,000 clients
+fits."""
+MAX_YAML_DEPTH = 64
+"""The deepest nesting of lists and mappings (a scenario needs about 5 levels); deeper
+text ends Python's recursion in PyYAML's composer."""
+MAX_YAML_VALUES = 2_000_000
+"""The most values (scalars, lists, mappings) a YAML text may hold once its aliases are
+expanded: a nested alias ("billion laughs") bomb of a few hundred bytes expands to
+billions, which every later copy of the scenario would build."""
+MAX_INT_DIGITS = 100
+"""The most digits of an integer (seeds are below 2**32, 10 digits); Python refuses to
+convert more than 4300 (``sys.set_int_max_str_digits``)."""
+
+
+class _LimitError(yaml.MarkedYAMLError):
+    """A YAML text over one of the limits above."""
+
+
 class _StrictLoader(yaml.SafeLoader):
     """``yaml.safe_load`` that rejects a key given twice in one mapping (PyYAML keeps the
-    last one silently)."""
+    last one silently) and refuses texts over the limits above while composing them,
+    before anything is built from them: nesting deeper than :data:`MAX_YAML_DEPTH`,
+    more than :data:`MAX_YAML_VALUES` values with aliases expanded, integers longer than
+    :data:`MAX_INT_DIGITS` digits."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._path: list[str] = []  # the field being composed, for messages
+        self._sizes: dict[int, int] = {}  # id(node) -> its values, aliases expanded
+
+    def _refuse(self, problem: str, mark: Any) -> None:
+        parts = self._path if len(self._path) <= 8 else [*self._path[:6], "...", self._path[-1]]
+        field = "".join(parts).lstrip(".")
+        raise _LimitError(None, None, f"{field or 'the document'}: {problem}", mark)
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        if isinstance(index, yaml.ScalarNode):
+            self._path.append(f".{index.value}")
+        elif isinstance(index, int):
+            self._path.append(f"[{index}]")
+        else:
+            self._path.append("")
+        try:
+            if len(self._path) > MAX_YAML_DEPTH:
+                self._refuse(
+                    f"nested more than {MAX_YAML_DEPTH} levels deep", self.peek_event().start_mark
+                )
+            node = super().compose_node(parent, index)
+            if id(node) not in self._sizes:  # an alias returns a node composed before
+                self._sizes[id(node)] = 1 + sum(self._sizes[id(c)] for c in _children(node))
+            if self._sizes[id(node)] > MAX_YAML_VALUES:
+                self._refuse(
+                    f"expands to more than {MAX_YAML_VALUES:,} values (aliases of aliases: "
+                    "a YAML bomb?)",
+                    node.start_mark,
+                )
+            return node
+        finally:
+            self._path.pop()
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen: set[Hashable] = set()
@@ -37,10 +95,38 @@ class _StrictLoader(yaml.SafeLoader):
                 seen.add(key)
         return super().construct_mapping(node, deep)
 
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        digits = sum(c.isalnum() for c in str(node.value))  # 0x.. too: a repr() of it fails
+        if digits > MAX_INT_DIGITS:
+            raise _LimitError(
+                None,
+                None,
+                f"an integer of {digits} digits; at most {MAX_INT_DIGITS} are read",
+                node.start_mark,
+            )
+        return super().construct_yaml_int(node)
+
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", _StrictLoader.construct_yaml_int)
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
 
 def load_yaml(text: str, where: str) -> Any:
     """``text`` as YAML (duplicate keys rejected); a syntax error raises
-    :class:`ScenarioError` naming ``where``, the line and the column."""
+    :class:`ScenarioError` naming ``where``, the line and the column, and so does a text
+    over the limits (:data:`MAX_YAML_CHARS`, :data:`MAX_YAML_DEPTH`,
+    :data:`MAX_YAML_VALUES`, :data:`MAX_INT_DIGITS`), refused before it is built."""
+    if len(text) > MAX_YAML_CHARS:
+        raise ScenarioError(
+            f"{where}: refused: {len(text):,} characters of YAML; at most {MAX_YAML_CHARS:,}"
+        )
     try:
         return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as err:
@@ -49,7 +135,8 @@ def load_yaml(text: str, where: str) -> Any:
         at = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         if "'\\t'" in problem:
             problem += " (indent with spaces: YAML forbids tabs there)"
-        raise ScenarioError(f"{where}: invalid YAML: {at}{problem}") from None
+        kind = "refused" if isinstance(err, _LimitError) else "invalid YAML"
+        raise ScenarioError(f"{where}: {kind}: {at}{problem}") from None
 
 
 # ------------------------------------------------------------------ small helpers
@@ -57,6 +144,31 @@ def absolute_path(path: str) -> str:
     """``path`` made absolute against the working directory (``~`` expanded): the one
     rule for every relative path of a scenario, applied when it is loaded."""
     return os.path.abspath(os.path.expanduser(path))
+
+
+NAME_MAX = 255
+"""The longest file name, in bytes of UTF-8, on Linux's file systems (ext4, xfs, btrfs,
+tmpfs) and macOS's: a scenario name or a variant label is one folder of a run's path."""
+
+
+def plain_name(value: str, what: str) -> str:
+    """``value`` if it can be one file name: not empty, ``.`` or ``..``; no ``/``, ``\\``
+    or control character; at most :data:`NAME_MAX` bytes of UTF-8. Otherwise
+    :class:`ScenarioError` naming ``what`` and the rule."""
+    bad = [c for c in value if c in "/\\" or ord(c) < 32 or ord(c) == 127]
+    if value in ("", ".", "..") or bad:
+        shown = value if len(value) <= 60 else value[:57] + "..."
+        raise ScenarioError(
+            f"{what}: {shown!r} cannot name a run folder: give a plain name (not empty, '.' or "
+            f"'..'; no '/', '\\' or control characters)"
+        )
+    size = len(value.encode("utf-8", "surrogatepass"))
+    if size > NAME_MAX:
+        raise ScenarioError(
+            f"{what}: {value[:40]!r}... is {size} bytes long; a folder name is at most "
+            f"{NAME_MAX} bytes (the file system's limit)"
+        )
+    return value
 
 
 def few(items: Iterable[Any], limit: int = 5) -> str:

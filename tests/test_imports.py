@@ -146,6 +146,7 @@ LAYERS = (
     "fedram_flwr.objectives",
     "fedram_flwr.rng",
     "fedram_flwr.schema",
+    "fedram_flwr.extras",
     "fedram_flwr.sweep",
     "fedram_flwr.config",
     "fedram_flwr.data",
@@ -170,6 +171,7 @@ LAYERS = (
     "fedram_flwr.plots",
     "fedram_flwr.report",
     "fedram_flwr.run_checks",
+    "fedram_flwr.interrupt",
     "fedram_flwr.cli",
 )
 

@@ -19,7 +19,17 @@ import numpy as np
 from flwr.common import NDArrays
 
 from fedram_flwr import strategies as st
-from fedram_flwr.clients import CAFedClient, CVaRClient, ERMClient, RCFLClient, ScaffoldClient
+from fedram_flwr.extras import is_missing_extra, placeholder
+
+try:
+    from fedram_flwr.clients import CAFedClient, CVaRClient, ERMClient, RCFLClient, ScaffoldClient
+except ModuleNotFoundError as err:  # no torch: scenarios still load (`fedram show`)
+    if not is_missing_extra(err):
+        raise
+    CAFedClient, CVaRClient, ERMClient, RCFLClient, ScaffoldClient = (
+        placeholder(name, err)
+        for name in ("CAFedClient", "CVaRClient", "ERMClient", "RCFLClient", "ScaffoldClient")
+    )
 from fedram_flwr.config import Scenario, ScenarioError
 from fedram_flwr.message_api import algorithms as ma
 from fedram_flwr.registry.algorithms_fedawe import (

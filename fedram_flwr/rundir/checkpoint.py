@@ -50,6 +50,7 @@ from fedram_flwr.rundir.directory import (
     remove_stale,
 )
 from fedram_flwr.rundir.fingerprint import code_version, scenario_fingerprint
+from fedram_flwr.rundir.nofollow import write_atomic
 
 MAGIC = b"fedram-checkpoint 2\n"
 """First line of a checkpoint file; the number is the format's version."""
@@ -89,13 +90,8 @@ def write_checkpoint(folder: Path, checkpoint: Checkpoint) -> Path:
     fields = {f.name: getattr(checkpoint, f.name) for f in dataclasses.fields(checkpoint)}
     payload = state_codec.encode(fields)
     path = folder / CHECKPOINT_FILE
-    tmp = folder / f".{CHECKPOINT_FILE}.tmp"
-    with tmp.open("wb") as fh:
-        fh.write(MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n")
-        fh.write(payload)
-        fh.flush()
-        os.fsync(fh.fileno())
-    tmp.replace(path)
+    digest = hashlib.sha256(payload).hexdigest().encode()
+    write_atomic(path, MAGIC + digest + b"\n" + payload, sync=True)  # never through a link
     return path
 
 

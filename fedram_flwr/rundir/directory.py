@@ -48,7 +48,6 @@ from typing import Any
 import numpy as np
 import yaml
 
-from fedram_flwr.config import ScenarioError
 from fedram_flwr.rundir import integrity
 from fedram_flwr.rundir.fingerprint import (
     code_version,
@@ -57,6 +56,8 @@ from fedram_flwr.rundir.fingerprint import (
     scenario_fingerprint,
 )
 from fedram_flwr.rundir.lock import acquire, held_token, lock_held, release, verify_writer
+from fedram_flwr.rundir.nofollow import open_regular, read_regular, write_atomic
+from fedram_flwr.schema import ScenarioError, plain_name
 
 WEIGHTS_FILE = "weights.npy"
 VARIANT_FILE = "variant.json"
@@ -93,23 +94,30 @@ def label_fields(swept: Mapping[str, Any]) -> dict[str, str]:
 
 
 def safe_component(value: str, what: str) -> str:
-    """``value`` as one folder name under ``--out``: never empty, ``.``, ``..`` or with a
-    path separator (``name: ".."`` would write outside it)."""
-    if value in ("", ".", "..") or any(c in value for c in "/\\\0"):
-        raise ScenarioError(
-            f"{what}: {value!r} cannot name a run folder (no '/', '\\', '.' or '..'); rename it"
-        )
-    return value
+    """``value`` as one folder name under ``--out``: a plain name
+    (:func:`~fedram_flwr.schema.plain_name`: ``name: ".."`` would write outside it)."""
+    return plain_name(value, what)
+
+
+PATH_MAX = 4096
+"""The longest path Linux opens, in bytes."""
+PATH_ROOM = 100
+"""Room a run folder's path leaves for the files inside it (``flwr-logs/...``)."""
 
 
 def run_folder(out: Path, name: str, label: str, seed: int) -> Path:
-    """``<out>/<scenario name>/<variant label>/seed<k>``, each part checked."""
-    return (
-        out
-        / safe_component(name, "name")
-        / safe_component(label, f"sweep: variant label {label!r}")
-        / f"seed{seed}"
-    )
+    """``<out>/<scenario name>/<variant label>/seed<k>``, each part checked, the whole
+    within :data:`PATH_MAX` with :data:`PATH_ROOM` to spare."""
+    folder = (
+        out / safe_component(name, "name") / safe_component(label, "sweep: variant label")
+    ) / f"seed{seed}"
+    size = len(os.fsencode(folder.absolute()))
+    if size > PATH_MAX - PATH_ROOM:
+        raise ScenarioError(
+            f"--out: run folder {str(folder)[:60]!r}... is a path of {size} bytes; a path "
+            f"is at most {PATH_MAX} bytes, and a run folder leaves {PATH_ROOM} to its files"
+        )
+    return folder
 
 
 def remove_stale(path: Path) -> None:
@@ -150,8 +158,8 @@ class RunDirectory:
         """The recorded status; ``interrupted`` for a run in progress whose lock nobody
         holds; ``missing`` without a readable ``status.json``."""
         try:
-            status = json.loads((self.path / "status.json").read_text())["status"]
-        except (OSError, ValueError, KeyError, TypeError):
+            status = json.loads(read_regular(self.path / "status.json"))["status"]
+        except (OSError, ValueError, KeyError, TypeError):  # a FIFO there too: never read
             return "missing"
         if status in ACTIVE and lock_held(self.path) is False:
             return "interrupted"
@@ -188,7 +196,8 @@ class RunDirectory:
 
     def append_metrics(self, row: dict[str, Any]) -> None:
         self._check_writer()
-        with self.metrics_path.open("a") as fh:
+        fd = open_regular(self.metrics_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        with os.fdopen(fd, "w") as fh:
             fh.write(json.dumps(row) + "\n")
 
     def _check_writer(self) -> None:
@@ -304,6 +313,6 @@ class RunDirectory:
         return ", ".join(diffs[:6]) + (f" (+{len(diffs) - 6} more)" if len(diffs) > 6 else "")
 
     def write(self, name: str, text: str) -> None:
-        tmp = self.path / f".{name}.tmp"
-        tmp.write_text(text)
-        tmp.replace(self.path / name)  # atomic: never a half-written file
+        """``name`` in the run folder holds ``text``: atomic (never a half-written file),
+        never written through a link (:func:`~.nofollow.write_atomic`)."""
+        write_atomic(self.path / name, text.encode())

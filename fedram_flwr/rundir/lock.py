@@ -15,6 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fedram_flwr.rundir.nofollow import (
+    UnsafePathError,
+    make_folder,
+    open_regular,
+    read_regular,
+    refuse_links,
+)
+
 LOCK_FILE = "run.lock"
 LOCK_TRIES = 5  # a reader's probe holds the lock for microseconds: retry, briefly
 
@@ -37,8 +45,8 @@ _HELD: dict[Path, _Held] = {}
 def lock_holder(folder: Path) -> dict[str, Any]:
     """What the lock file says of its last holder (pid, started, token); {} if unreadable."""
     try:
-        record = json.loads((folder / LOCK_FILE).read_text())
-    except (OSError, ValueError):
+        record = json.loads(read_regular(folder / LOCK_FILE, 4096))
+    except (OSError, ValueError):  # UnsafePathError too: no holder's record
         return {}
     return record if isinstance(record, dict) else {}
 
@@ -50,9 +58,11 @@ def lock_held(folder: Path) -> bool | None:
     if folder in _HELD:
         return True
     try:
-        fd = os.open(folder / LOCK_FILE, os.O_RDONLY | os.O_CLOEXEC)
+        fd = open_regular(folder / LOCK_FILE, os.O_RDONLY)
     except FileNotFoundError:
         return None
+    except UnsafePathError:  # a link or a FIFO planted there: no run of ours holds it
+        return False
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -79,13 +89,17 @@ def busy_message(folder: Path) -> str:
 
 
 def acquire(folder: Path) -> str:
-    """Take ``folder``'s lock (re-entrant within this process); returns its token."""
-    folder = folder.resolve()
-    if folder in _HELD:
-        _HELD[folder].depth += 1
-        return _HELD[folder].token
-    folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    """Take ``folder``'s lock (re-entrant within this process); returns its token.
+    Refused (:class:`~.nofollow.UnsafePathError`) when the folder or anything in it is a
+    symbolic link, or ``run.lock`` is not a regular file: nothing is written through."""
+    resolved = folder.resolve()
+    if resolved in _HELD:
+        _HELD[resolved].depth += 1
+        return _HELD[resolved].token
+    make_folder(folder)
+    refuse_links(folder)
+    folder = resolved
+    fd = open_regular(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT)
     for attempt in range(LOCK_TRIES):
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

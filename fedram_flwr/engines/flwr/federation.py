@@ -49,7 +49,7 @@ from fedram_flwr.engines.flwr.processes import (
 from fedram_flwr.engines.flwr.ray_cluster import RAY_ADDRESS_ENV, check_reachable
 from fedram_flwr.engines.flwr.signals import signals_ignored
 from fedram_flwr.engines.flwr.staging import stage_app
-from fedram_flwr.engines.flwr.tls import TlsFiles, connection, security_flags
+from fedram_flwr.engines.flwr.tls import TlsFiles, check_tls_files, connection, security_flags
 from fedram_flwr.engines.flwr.watchdog import OWNER_ENV, Watchdog, owner_id
 from fedram_flwr.flower_line import LINE
 from fedram_flwr.paths import APP_ROOT
@@ -87,6 +87,8 @@ def check_options(
         raise ValueError(f"engine: unknown {engine!r}; allowed values: {', '.join(ENGINES)}")
     if tls is not None and engine != "deployment":
         raise ValueError("tls: only the deployment engine runs a secured SuperLink")
+    if tls is not None:
+        check_tls_files(tls)
     bad = sorted(set(kill_after) - set(range(num_supernodes)))
     if engine != "deployment" and kill_after or bad:
         raise ScenarioError(

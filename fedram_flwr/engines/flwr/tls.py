@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import os
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +16,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from fedram_flwr.rundir.nofollow import UnsafePathError, make_folder, refuse, what_is, write_atomic
 
 CA_NAME = "fedram test CA"
 
@@ -56,7 +60,11 @@ def _certificate(subject: str, public_key: Any, now: datetime.datetime) -> x509.
 
 def generate_tls_files(folder: Path, hosts: Iterable[str] = ("127.0.0.1", "localhost")) -> TlsFiles:
     """A throwaway CA and a SuperLink certificate it signs, valid for ``hosts`` (IPs or
-    DNS names) for two days, written to ``folder`` (ca.crt, server.pem, server.key)."""
+    DNS names) for two days, written to ``folder`` (ca.crt, server.pem, server.key).
+    Refused (:class:`~fedram_flwr.rundir.nofollow.UnsafePathError`) when ``folder`` is a
+    symbolic link or one of the files is there as anything but a regular file; each is
+    written anew (:func:`~fedram_flwr.rundir.nofollow.write_atomic`), never through a
+    link."""
     now = datetime.datetime.now(datetime.timezone.utc)
     ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
     ca = (
@@ -70,19 +78,37 @@ def generate_tls_files(folder: Path, hosts: Iterable[str] = ("127.0.0.1", "local
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
-    folder.mkdir(parents=True, exist_ok=True)
     files = TlsFiles(folder / "ca.crt", folder / "server.pem", folder / "server.key")
-    files.ca.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    files.cert.write_bytes(server.public_bytes(serialization.Encoding.PEM))
-    files.key.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
+    make_folder(folder)  # never through a link: the private key would go to its target
+    for path in (files.ca, files.cert, files.key):
+        if os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
+            raise refuse(path)  # a FIFO planted there hung the set-up
+    write_atomic(files.ca, ca.public_bytes(serialization.Encoding.PEM))
+    write_atomic(files.cert, server.public_bytes(serialization.Encoding.PEM))
+    secret = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
     )
-    files.key.chmod(0o600)
+    write_atomic(files.key, secret, mode=0o600)  # never readable by others, even briefly
     return files
+
+
+def check_tls_files(tls: TlsFiles) -> None:
+    """Refuse TLS inputs that are not regular files (a FIFO would hang whoever reads
+    it; a folder or a missing file would fail inside Flower's SuperLink):
+    :class:`~fedram_flwr.rundir.nofollow.UnsafePathError` naming the file."""
+    for field in ("ca", "cert", "key"):
+        path = getattr(tls, field)
+        try:
+            regular = stat.S_ISREG(os.stat(path).st_mode)  # a link to a file is fine
+        except OSError as err:
+            raise UnsafePathError(f"tls.{field}: {path}: {err.strerror}") from None
+        if not regular:
+            raise UnsafePathError(
+                f"tls.{field}: {path} is {what_is(Path(path))}; TLS files must be regular "
+                "files (PEM), which the SuperLink and SuperNodes read"
+            )
 
 
 def security_flags(tls: TlsFiles | None, *, server: bool) -> list[str]:
