@@ -3,8 +3,9 @@
 # in .venv with the exact versions of constraints.txt (the default Flower line, flwr 1.42),
 # and this project installed in it (editable, with its experiments and dev extras).
 #   FLOWER_LINE=1.39 bash scripts/setup.sh   the second line instead (constraints-1.39.txt,
-#                                            flwr 1.39, Fleet over gRPC); run it again
-#                                            without FLOWER_LINE to go back
+#                                            flwr 1.39, Fleet over gRPC); later set-ups
+#                                            (demo.sh, test.sh) keep the line installed;
+#   FLOWER_LINE=1.42 bash scripts/setup.sh   back to the default line
 #   VENV=DIR                                 the virtualenv to set up (default .venv)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,17 +26,19 @@ fi
 
 PY=${PYTHON:-python3}
 VENV=${VENV:-.venv}
+stamp=$VENV/.fedram-installed  # holds the constraints file it was installed with
 case "${FLOWER_LINE:-}" in
-  "") constraints=constraints.txt ;;
+  "") constraints=$( [ -s "$stamp" ] && cat "$stamp" || echo constraints.txt ) ;;
+  1.42) constraints=constraints.txt ;;
   1.39) constraints=constraints-1.39.txt ;;
-  *) echo "setup: FLOWER_LINE must be empty (the default line) or 1.39, not '$FLOWER_LINE'" >&2
+  *) echo "setup: FLOWER_LINE must be 1.42 (the default line) or 1.39, not '$FLOWER_LINE'" >&2
      exit 2 ;;
 esac
+[ -f "$constraints" ] || constraints=constraints.txt
 if [ ! -x "$VENV/bin/python" ]; then
   echo "setup: creating $VENV" >&2
   "$PY" -m venv "$VENV"
 fi
-stamp=$VENV/.fedram-installed  # holds the constraints file it was installed with
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$constraints" ] \
    || [ pyproject.toml -nt "$stamp" ] || [ "$constraints" -nt "$stamp" ]; then
   echo "setup: installing packages into $VENV ($(grep -E '^(flwr|torch)==' "$constraints" | tr '\n' ' ')...)" >&2
