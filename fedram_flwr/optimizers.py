@@ -83,8 +83,8 @@ def build(
     if spec is optimizer:
         if sorted(ids) != sorted(id(p) for p in params):
             raise ValueError(
-                f"{block}: the optimizer steps {len(ids)} tensors that are not exactly this "
-                f"model's {len(params)} parameters: build it over this model "
+                f"{block}: the optimizer's {len(ids)} tensors are not this model's "
+                f"{len(params)} parameters: build it over the model you pass "
                 "(torch.optim.SGD(model.parameters(), ...)) or pass a factory "
                 "params -> optimizer"
             )
