@@ -373,24 +373,18 @@ class LocalTrainer:
                 f"pass lr=... or send '{LR}' in the strategy's train config"
             )
         lr = None if given is None else scheduled_lr(float(given), self.lr_schedule, config)
+        hooks = dict(batch_weight=batch_weight, grad_offset=grad_offset, losses=losses)
         if self.optimizer is None:
-            return self.passes(config, lr, batch_weight, grad_offset, losses)
+            return self.passes(config, lr, **hooks)
         with fitting(self.optimizer, self.model, extra_groups, self.block) as optimizer:
             lr = set_lr(optimizer, lr, len(optimizer.param_groups) - len(extra_groups))
             if plain_sgd is not None:
                 require_plain_sgd(optimizer, self.block, plain_sgd)
-            return self.passes(config, lr, batch_weight, grad_offset, losses, optimizer)
+            return self.passes(config, lr, optimizer=optimizer, **hooks)
 
-    def passes(
-        self,
-        config: Mapping[str, Any],
-        lr: float,
-        batch_weight: Callable[[float], float] | None,
-        grad_offset: Sequence[torch.Tensor] | None,
-        losses: list[float] | None,
-        optimizer: Optimizer | None = None,
-    ) -> LocalRun:
-        """:func:`sgd_passes` over the round's passes at step size ``lr``; its metrics."""
+    def passes(self, config: Mapping[str, Any], lr: float, **hooks: Any) -> LocalRun:
+        """:func:`sgd_passes` over the round's passes at step size ``lr`` with ``hooks``
+        (``batch_weight``, ``grad_offset``, ``losses``, ``optimizer``); its metrics."""
         if any(isinstance(m, SeededDropout) for m in self.model.modules()):
             # Masks from the (seed, round, client) stream, not from the shared model's past.
             seed = getattr(self.data, "seed", 0)
@@ -403,11 +397,8 @@ class LocalTrainer:
             epochs=int(config.get(LOCAL_EPOCHS, self.local_epochs)),
             lr=lr,
             steps=self.local_steps,
-            batch_weight=batch_weight,
             weight_decay=self.weight_decay,
-            grad_offset=grad_offset,
-            losses=losses,
-            optimizer=optimizer,
+            **hooks,
         )
         seconds = time.perf_counter() - start
         metrics = {PARTITION_ID: self.partition_id, TRAIN_LOSS: loss, TRAIN_SECONDS: seconds}
