@@ -1,6 +1,6 @@
 """Client building blocks for Flower's Message API: what a user's ``@app.train()`` and
 ``@app.evaluate()`` handlers call to train the project's local objectives with the user's
-own torch model and data loader.
+own torch model, data loader and optimizer.
 
 Each ``train_*`` block reads the wire contract (docs/API.md; ``fedram_flwr.protocol``):
 the message's ``"arrays"`` ArrayRecord (the model's arrays, packed with t, eta or the
@@ -16,7 +16,11 @@ with ``num-examples`` and every legacy fit metric. What must survive between rou
         trainloader, _ = load_data(context.node_config["partition-id"])
         return train_cvar(msg, context, Net(), trainloader, epochs=1, lr=0.01)
 
-Contract breaches raise ``ValueError`` naming the key, the algorithm and the fix.
+Pass the app's own optimizer (``optimizer=``: an instance, or a factory ``params ->
+optimizer``; :mod:`fedram_flwr.optimizers`) and ``to_xy`` for dict batches; to keep a
+handler's own ``train(...)`` call and reply lines, ``train_cvar.local(msg, context, ...)``
+(:class:`LocalTraining`). Contract breaches raise ``ValueError`` naming the key, the
+algorithm and the fix.
 """
 
 from __future__ import annotations
