@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import torch
 from flwr.common import NDArrays, RecordDict
 
 from fedram_flwr.clients.erm import ERMClient, FitResult
@@ -61,8 +62,14 @@ def train_with_threshold(
     """Fit (theta, s) jointly, s the scalar threshold sent as the last array (Fed-CVaR-Avg's
     t, RC-FL's eta): per mini-batch with mean loss f_b, (w, d_s) = gradient_weights(f_b, s)
     scales the batch's theta-gradient by w, and s <- s - lr * d_s. Returns Flower's fit
-    triple with (theta, s) and the metric ``name`` = s."""
+    triple with (theta, s) and the metric ``name`` = s.
+
+    With the app's optimizer (``trainer.optimizer``), s is a float64 tensor in a parameter
+    group of its own (step size ``lr``, the optimizer's other settings): the optimizer
+    steps (theta, s) jointly on (w grad f_b, d_s)."""
     theta, s = split_theta_t(parameters)
+    if trainer.optimizer is not None:
+        return threshold_in_optimizer(trainer, theta, s, config, gradient_weights, lr, name)
 
     def step(loss: float) -> float:
         nonlocal s
@@ -71,4 +78,29 @@ def train_with_threshold(
         return d_theta
 
     metrics = {**trainer.train(theta, config, batch_weight=step).metrics, name: s}
+    return join_theta_t(get_weights(trainer.model), s), trainer.num_examples, metrics
+
+
+def threshold_in_optimizer(
+    trainer: LocalTrainer,
+    theta: NDArrays,
+    s: float,
+    config: Mapping[str, Any],
+    gradient_weights: Callable[[float, float], tuple[float, float]],
+    lr: float,
+    name: str,
+) -> FitResult:
+    """:func:`train_with_threshold` through the app's optimizer: s joins it as the group
+    ``{"params": [s], "lr": lr}`` and gets d_s as its gradient at every step."""
+    threshold = torch.tensor([s], dtype=torch.float64)
+
+    def step(loss: float) -> float:
+        d_theta, d_s = gradient_weights(loss, float(threshold))
+        threshold.grad = torch.tensor([d_s], dtype=torch.float64)
+        return d_theta
+
+    group = {"params": [threshold], "lr": lr}
+    run = trainer.train(theta, config, batch_weight=step, extra_groups=[group])
+    s = float(threshold)
+    metrics = {**run.metrics, name: s}
     return join_theta_t(get_weights(trainer.model), s), trainer.num_examples, metrics

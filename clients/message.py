@@ -1,6 +1,6 @@
 """Client building blocks for Flower's Message API: what a user's ``@app.train()`` and
 ``@app.evaluate()`` handlers call to train the project's local objectives with the user's
-own torch model and data loader.
+own torch model, data loader and optimizer.
 
 Each ``train_*`` block reads the wire contract (docs/API.md; ``fedram_flwr.protocol``):
 the message's ``"arrays"`` ArrayRecord (the model's arrays, packed with t, eta or the
@@ -16,7 +16,11 @@ with ``num-examples`` and every legacy fit metric. What must survive between rou
         trainloader, _ = load_data(context.node_config["partition-id"])
         return train_cvar(msg, context, Net(), trainloader, epochs=1, lr=0.01)
 
-Contract breaches raise ``ValueError`` naming the key, the algorithm and the fix.
+Pass the app's own optimizer (``optimizer=``: an instance, or a factory ``params ->
+optimizer``; :mod:`fedram_flwr.optimizers`) and ``to_xy`` for dict batches; to keep a
+handler's own ``train(...)`` call and reply lines, ``train_cvar.local(msg, context, ...)``
+(:class:`LocalTraining`). Contract breaches raise ``ValueError`` naming the key, the
+algorithm and the fix.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from fedram_flwr.clients.rc_fl import RCFLClient
 from fedram_flwr.clients.scaffold import ScaffoldClient
 from fedram_flwr.evaluation import evaluate_passes
 from fedram_flwr.models import set_weights
+from fedram_flwr.optimizers import OptimizerSpec, check_spec
 from fedram_flwr.protocol import (
     CVAR_ALPHA,
     CVAR_GAMMA,
@@ -160,28 +165,77 @@ class Objective:
         weight_decay: float = 0.0,
         to_xy: Callable[[Any], Batch] | None = None,
         device: torch.device | str | None = None,
+        optimizer: OptimizerSpec | None = None,
     ) -> Message:
         """Train ``model`` on ``trainloader`` for the received message; return the reply.
 
         ``lr``: the step size, unless the train config sends ``lr``; ``epochs`` passes
         over the loader (the config's ``local-epochs`` overrides), or exactly ``steps``
         SGD steps; ``weight_decay`` as SGD's; ``to_xy`` turns a batch into (inputs,
-        labels) (default: an (x, y) pair); batches move to ``device`` (default: the
-        model's)."""
-        device = device or next(model.parameters()).device
-        data = LoaderData(trainloader, to_xy=to_xy, device=device)
-        trainer = LocalTrainer(model, data, partition_id(context), lr, epochs, steps, weight_decay)
-        return self.reply(msg, context, trainer)
+        labels) (default: an (x, y) pair; dict batches need e.g. ``lambda b: (b["img"],
+        b["label"])``); batches move to ``device`` (default: the model's).
+        ``optimizer``: the app's own, an instance over ``model.parameters()`` or a
+        factory ``params -> optimizer``, stepping instead of plain SGD (the round's
+        ``lr`` set on it; :mod:`fedram_flwr.optimizers`; what each objective does with it:
+        docs/API.md)."""
+        local = self.local(
+            msg, context, optimizer=optimizer, to_xy=to_xy, steps=steps, weight_decay=weight_decay
+        )
+        local.train(model, trainloader, epochs, lr, device)
+        return local.reply()
+
+    def local(
+        self,
+        msg: Message,
+        context: Context,
+        *,
+        optimizer: OptimizerSpec | None = None,
+        to_xy: Callable[[Any], Batch] | None = None,
+        steps: int | None = None,
+        weight_decay: float = 0.0,
+    ) -> LocalTraining:
+        """This objective's round in the shape of a Flower app's own training (see
+        :class:`LocalTraining`); arguments as for calling the block."""
+        if optimizer is not None:
+            check_spec(optimizer, self.block)
+            if weight_decay:
+                raise ValueError(
+                    f"{self.block}: weight_decay={weight_decay} and optimizer=... both given: "
+                    "set the weight decay on your optimizer (e.g. SGD(..., weight_decay=...))"
+                )
+        return LocalTraining(self, msg, context, optimizer, to_xy, steps, weight_decay)
 
     def reply(self, msg: Message, context: Context, trainer: LocalTrainer) -> Message:
         """Check the message, run the local fit with ``trainer``, check and return the reply."""
+        fit, config = self.fit(msg, context, trainer)
+        return self.answer(msg, fit, config)
+
+    def fit(
+        self, msg: Message, context: Context, trainer: LocalTrainer
+    ) -> tuple[FitResult, dict[str, Any]]:
+        """Check the message and run the local fit with ``trainer``; the fit and config."""
         arrays, config = received(msg, self.block)
         self.check_config(config)
         self.check_arrays(arrays, trainer.model)
-        fit = self.client.local_fit(trainer, arrays, config, context.state)
-        content = reply_content(fit, list(msg.content[ARRAYS].keys()))
-        self.check_reply(content, config)
-        return Message(content, reply_to=msg)
+        return self.client.local_fit(trainer, arrays, config, context.state), config
+
+    def answer(
+        self,
+        msg: Message,
+        fit: FitResult,
+        config: Mapping[str, Any],
+        content: RecordDict | None = None,
+    ) -> Message:
+        """The checked reply to ``msg``: the fit's arrays and metrics, in the app's
+        ``content`` where given (its other records kept, its metrics beside ours; ours
+        win where both have a key)."""
+        ours = reply_content(fit, list(msg.content[ARRAYS].keys()))
+        if content is not None:
+            app_metrics = content.metric_records.get(METRICS, MetricRecord())
+            metrics = MetricRecord({**app_metrics, **ours[METRICS]})
+            ours = RecordDict({**dict(content.items()), ARRAYS: ours[ARRAYS], METRICS: metrics})
+        self.check_reply(ours, config)
+        return Message(ours, reply_to=msg)
 
     def check_config(self, config: Mapping[str, Any]) -> None:
         """Every key of ``config_keys`` is sent; none of another objective's is."""
@@ -223,6 +277,60 @@ class Objective:
                 f"{self.block}: the reply's '{METRICS}' lack '{missing[0]}', which "
                 f"the {self.algorithm} strategy reads (it has {sorted(metrics)})"
             )
+
+
+@dataclass
+class LocalTraining:
+    """One round of an objective in the shape of a Flower app's own training, so a
+    handler keeps its lines: ``train(model, trainloader, epochs, lr, device)`` has the
+    signature of Flower's quickstart ``train`` function and returns the train loss;
+    ``reply(content)`` answers the message with the app's reply content, the objective's
+    arrays (t, eta or the control after the model's) and metrics put in. ::
+
+        local = train_cvar.local(msg, context, optimizer=..., to_xy=...)
+        train_loss = local.train(model, trainloader, epochs, lr, device)
+        ...  # the app's own reply content
+        return local.reply(content)
+    """
+
+    objective: Objective
+    msg: Message
+    context: Context
+    optimizer: OptimizerSpec | None = None
+    to_xy: Callable[[Any], Batch] | None = None
+    steps: int | None = None
+    weight_decay: float = 0.0
+    done: tuple[FitResult, dict[str, Any]] | None = None
+
+    def train(
+        self,
+        model: nn.Module,
+        trainloader: Iterable[Any],
+        epochs: int = 1,
+        lr: float | None = None,
+        device: torch.device | str | None = None,
+    ) -> float:
+        """Train ``model`` on ``trainloader`` (the received arrays loaded first); return
+        ``train-loss``. Arguments as for calling the block."""
+        device = device or next(model.parameters()).device
+        data = LoaderData(trainloader, to_xy=self.to_xy, device=device)
+        block, pid = self.objective.block, partition_id(self.context)
+        trainer = LocalTrainer(
+            model, data, pid, lr, epochs, self.steps, self.weight_decay,
+            optimizer=self.optimizer, block=block,
+        )  # fmt: skip
+        self.done = self.objective.fit(self.msg, self.context, trainer)
+        return float(self.done[0][2][TRAIN_LOSS])
+
+    def reply(self, content: RecordDict | None = None) -> Message:
+        """The reply Message: ``content`` (the app's, or none) with this round's arrays
+        and metrics; an error before :meth:`train`."""
+        if self.done is None:
+            raise ValueError(
+                f"{self.objective.block}: reply() before train(): call "
+                ".train(model, trainloader, epochs, lr, device) first"
+            )
+        return self.objective.answer(self.msg, *self.done, content)
 
 
 def reply_content(fit: FitResult, keys: list[str]) -> RecordDict:

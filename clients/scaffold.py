@@ -23,18 +23,27 @@ def control_variate(state: RecordDict, like: NDArrays) -> NDArrays:
     return [np.zeros_like(a) for a in like]
 
 
+OPTION_II = (
+    "SCAFFOLD's control update (option II, c_i+ = c_i - c + (x - y_i) / (K eta_l)) holds "
+    "for K plain SGD steps of size eta_l on the corrected gradient"
+)
+
+
 def fit_scaffold(
     trainer: LocalTrainer, parameters: NDArrays, config: Mapping[str, Any], state: RecordDict
 ) -> FitResult:
     """Receives (x, c); runs K local SGD steps on g_i(y) - c_i + c; sets c_i by option II
     (line 12) and keeps it in ``state`` (``Context.state``; zero before the first round it
     trains); returns (y_i, c_i^+ - c_i) and metrics ``train-loss``. K is the number of
-    steps local SGD took (``local_steps``, or epochs x batches)."""
+    steps local SGD took (``local_steps``, or epochs x batches). The app's optimizer is
+    taken only if it is plain SGD (``torch.optim.SGD`` without momentum): the correction
+    c - c_i is added to every gradient before its step, and option II reads eta_l from it;
+    any other is refused with :data:`OPTION_II` as the reason."""
     x, c = split_model_control(parameters)
     c_i = control_variate(state, c)
     device = next(trainer.model.parameters()).device
     offset = [torch.from_numpy(np.asarray(b - a)).to(device) for a, b in zip(c_i, c)]  # c - c_i
-    run = trainer.train(x, config, grad_offset=offset)
+    run = trainer.train(x, config, grad_offset=offset, plain_sgd=OPTION_II)
     y = get_weights(trainer.model)
     c_new = [scaffold_control_update(*v, run.steps, run.lr) for v in zip(c_i, c, x, y)]
     state[SCAFFOLD_CONTROL] = ArrayRecord(c_new)

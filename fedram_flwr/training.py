@@ -20,6 +20,7 @@ from torch.nn import functional as F
 
 from fedram_flwr.lr_schedule import scheduled_lr
 from fedram_flwr.models import SeededDropout, on_device, seed_dropout, set_weights
+from fedram_flwr.optimizers import Optimizer, OptimizerSpec, fitting, require_plain_sgd, set_lr
 from fedram_flwr.protocol import (
     BATCH_SIZE,
     LOCAL_EPOCHS,
@@ -49,6 +50,7 @@ def sgd_passes(
     weight_decay: float = 0.0,
     grad_offset: Sequence[torch.Tensor] | None = None,
     losses: list[float] | None = None,
+    optimizer: Optimizer | None = None,
 ) -> tuple[float, int]:
     """``epochs`` passes of mini-batch SGD on the mean cross-entropy f_b of each batch; or,
     when ``steps`` is given, exactly ``steps`` steps (FedAR Sec. 6.1: K local steps),
@@ -58,8 +60,10 @@ def sgd_passes(
     it for d G_i / d f_b, eq. 6); ``None`` is plain SGD. ``grad_offset`` (one tensor per
     parameter, moved to the parameters' device once) is added to every gradient before
     the step (SCAFFOLD's c - c_i); ``weight_decay`` is SGD's. The step is
-    :func:`sgd_step`. Runs where the model and the batches are; the losses stay there
-    until one host copy at the end (on a GPU: one sync per fit, not one per step).
+    :func:`sgd_step`, or ``optimizer.step()`` when one is given (the app's,
+    :mod:`fedram_flwr.optimizers`; ``lr`` and ``weight_decay`` are its own then). Runs
+    where the model and the batches are; the losses stay there until one host copy at
+    the end (on a GPU: one sync per fit, not one per step).
     Returns the mean mini-batch loss of the last pass (of all ``steps`` steps) and the
     number of steps taken (K). ``losses``, when given, is extended with every step's
     mini-batch loss in step order (each as ``loss.item()`` gives it, from the same one
@@ -87,7 +91,10 @@ def sgd_passes(
             if grad_offset is not None:
                 for p, offset in zip(params, grad_offset, strict=True):
                     p.grad.add_(offset)
-            sgd_step(params, lr, weight_decay)
+            if optimizer is None:
+                sgd_step(params, lr, weight_decay)
+            else:
+                optimizer.step()
             taken += 1
         if not pass_losses:
             raise ValueError("local training: a pass over the client's data gave no mini-batch")
@@ -325,7 +332,9 @@ class LocalTrainer:
     epochs (or ``local_steps`` steps), weight decay and step-size schedule
     (``training.lr_schedule``, :func:`~fedram_flwr.lr_schedule.scheduled_lr`, on the
     round's ``server-round``). The round's train config may override ``lr`` (FedAR's eta_t,
-    or a Flower app's ``lr``) and ``local-epochs``."""
+    or a Flower app's ``lr``) and ``local-epochs``. ``optimizer``: the app's own (an
+    instance or a factory, :mod:`fedram_flwr.optimizers`) instead of plain SGD; ``block``
+    names the caller in its errors."""
 
     model: nn.Module
     data: ClientData
@@ -335,6 +344,8 @@ class LocalTrainer:
     local_steps: int | None = None
     weight_decay: float = 0.0
     lr_schedule: str = "constant"
+    optimizer: OptimizerSpec | None = None
+    block: str = "local training"
 
     @property
     def num_examples(self) -> int:
@@ -347,16 +358,33 @@ class LocalTrainer:
         batch_weight: Callable[[float], float] | None = None,
         grad_offset: Sequence[torch.Tensor] | None = None,
         losses: list[float] | None = None,
+        extra_groups: Sequence[dict[str, Any]] = (),
+        plain_sgd: str | None = None,
     ) -> LocalRun:
         """Load theta into the model and run :func:`sgd_passes` on the round's passes
-        (``losses``: extended with every step's loss, see there)."""
+        (``losses``: extended with every step's loss, see there). With an ``optimizer``,
+        ``extra_groups`` (a jointly trained scalar's) join it for this fit, and
+        ``plain_sgd`` (what relies on it) refuses any but plain SGD."""
         set_weights(self.model, theta)
-        if config.get(LR, self.lr) is None:
+        given = config.get(LR, self.lr)
+        if given is None and self.optimizer is None:
             raise ValueError(
                 f"no learning rate: the train config has no '{LR}' and none was given: "
                 f"pass lr=... or send '{LR}' in the strategy's train config"
             )
-        lr = scheduled_lr(float(config.get(LR, self.lr)), self.lr_schedule, config)
+        lr = None if given is None else scheduled_lr(float(given), self.lr_schedule, config)
+        hooks = dict(batch_weight=batch_weight, grad_offset=grad_offset, losses=losses)
+        if self.optimizer is None:
+            return self.passes(config, lr, **hooks)
+        with fitting(self.optimizer, self.model, extra_groups, self.block) as optimizer:
+            lr = set_lr(optimizer, lr, len(optimizer.param_groups) - len(extra_groups))
+            if plain_sgd is not None:
+                require_plain_sgd(optimizer, self.block, plain_sgd)
+            return self.passes(config, lr, optimizer=optimizer, **hooks)
+
+    def passes(self, config: Mapping[str, Any], lr: float, **hooks: Any) -> LocalRun:
+        """:func:`sgd_passes` over the round's passes at step size ``lr`` with ``hooks``
+        (``batch_weight``, ``grad_offset``, ``losses``, ``optimizer``); its metrics."""
         if any(isinstance(m, SeededDropout) for m in self.model.modules()):
             # Masks from the (seed, round, client) stream, not from the shared model's past.
             seed = getattr(self.data, "seed", 0)
@@ -369,10 +397,8 @@ class LocalTrainer:
             epochs=int(config.get(LOCAL_EPOCHS, self.local_epochs)),
             lr=lr,
             steps=self.local_steps,
-            batch_weight=batch_weight,
             weight_decay=self.weight_decay,
-            grad_offset=grad_offset,
-            losses=losses,
+            **hooks,
         )
         seconds = time.perf_counter() - start
         metrics = {PARTITION_ID: self.partition_id, TRAIN_LOSS: loss, TRAIN_SECONDS: seconds}

@@ -152,6 +152,7 @@ LAYERS = (
     "fedram_flwr.data",
     "fedram_flwr.models",
     "fedram_flwr.lr_schedule",
+    "fedram_flwr.optimizers",
     "fedram_flwr.training",
     "fedram_flwr.evaluation",
     "fedram_flwr.strategies",

@@ -74,6 +74,7 @@ from fedram_flwr.message_api.partitions import (
     HANDLER_HINT,
     answer_of,
     ask_partitions,
+    check_federation_size,
 )
 from fedram_flwr.message_api.round_guard import error_text, guard_round, screen
 from fedram_flwr.message_api.round_view import MAX_POLLS, RoundView, minimum_sizes, readdress
@@ -295,6 +296,7 @@ class AvailabilityStrategy(Strategy):
         if len(self.partition_of) == n:
             return
         setting = f"one per partition: the oracle knows num_clients = {n}"
+        check_federation_size(grid, n, self.query_timeout)  # fewer for good: fail at once
         ids = self._wait_for_nodes(grid, n, setting)
         if len(ids) > n:
             raise AvailabilityError(

@@ -29,6 +29,7 @@ PARTITION_ACTION = "partition_id"
 PARTITION_QUERY = f"{MessageType.QUERY}.{PARTITION_ACTION}"  # the query's message type
 PARTITION_RECORD = "partition"  # the reply's ConfigRecord
 NODE_CONFIG_KEYS = "node-config-keys"  # in the reply when partition-id is missing
+NUM_PARTITIONS = "num-partitions"  # node_config: the federation's node count, where set
 HANDLER_HINT = (
     "register the handler in the ClientApp: "
     f'app.query("{PARTITION_ACTION}")(partition_id_query), with '
@@ -42,7 +43,8 @@ def partition_id_query(
     """Client side of the partition-id contract: answer the server's
     ``"query.partition_id"`` message with ``ConfigRecord({"partition-id": K})`` from
     ``context.node_config`` (set by the Simulation Engine, and by ``flower-supernode
-    --node-config "partition-id=K num-partitions=N"``), and ``"num-examples"`` (m_i, the
+    --node-config "partition-id=K num-partitions=N"``), its ``num-partitions`` where set
+    (:func:`check_federation_size` reads it), and ``"num-examples"`` (m_i, the
     training-set size) when given: strategies that weigh nodes before training (rFedFair's
     p_i = m_i / m) need it; register then a handler that passes it, e.g.
     ``partition_id_query(msg, context, num_examples=len(trainset))``. A node without
@@ -51,6 +53,8 @@ def partition_id_query(
     config = context.node_config
     if PARTITION_ID in config:
         record = ConfigRecord({PARTITION_ID: config[PARTITION_ID]})
+        if isinstance(config.get(NUM_PARTITIONS), int):
+            record[NUM_PARTITIONS] = config[NUM_PARTITIONS]
         if num_examples is not None:
             record[NUM_EXAMPLES] = int(num_examples)
     else:
@@ -97,3 +101,34 @@ def answer_of(reply: Message, num_clients: int | None = None) -> tuple[int, int 
         )
     size = record.get(NUM_EXAMPLES)
     return pid, (None if size is None else int(size))
+
+
+def check_federation_size(grid: Grid, num_clients: int, timeout: float) -> None:
+    """Fail at once when the federation is known to have fewer nodes than the oracle's
+    ``num_clients``, instead of waiting ``wait_timeout`` for nodes that cannot come.
+
+    The count is known to be final when every node connected now reports, through the
+    partition-id query, the federation's size in its node_config's ``num-partitions``
+    (the Simulation Engine sets it to ``num-supernodes`` and registers every node before
+    the ServerApp starts; ``flower-supernode --node-config "... num-partitions=N"`` in
+    deployment): if all say N < ``num_clients``, an :class:`AvailabilityError` names
+    both numbers. Otherwise (enough nodes, none yet, a node that does not say, or N large
+    enough while SuperNodes are still connecting) it returns and the caller waits."""
+    nodes = sorted({int(i) for i in grid.get_node_ids()})
+    if not nodes or len(nodes) >= num_clients:
+        return
+    sizes = [
+        reply.content.config_records.get(PARTITION_RECORD, ConfigRecord()).get(NUM_PARTITIONS)
+        for reply in ask_partitions(grid, nodes, timeout)
+        if not reply.has_error()
+    ]
+    if len(sizes) < len(nodes) or not all(isinstance(k, int) for k in sizes):
+        return
+    if (size := max(sizes)) < num_clients:
+        raise AvailabilityError(
+            f"expected {num_clients} nodes (one per partition: the oracle knows num_clients "
+            f"= {num_clients}), but the federation has {size}: every connected node "
+            f"({len(nodes)}) says num-partitions = {size}; start {num_clients} SuperNodes "
+            f"(flwr run: --federation-config 'num-supernodes={num_clients}') or give the "
+            f"oracle {size} clients"
+        )

@@ -276,7 +276,7 @@ class CoreMessageStrategy(FedAvg):
         if self.state is None or server_round == 1:
             self.reset(arrays)
         config = ConfigRecord({**config, **self.core.fit_config(self.state, server_round)})
-        broadcast = ArrayRecord(self.broadcast_arrays())
+        broadcast = self.as_model(self.broadcast_arrays())  # the app's keys when just the model
         if not isinstance(grid, RoundView):
             return super().configure_train(server_round, broadcast, config, grid)
         nodes = sorted(grid.get_node_ids(), key=grid.partition_of.__getitem__)

@@ -265,15 +265,43 @@ def test_a_client_app_without_the_query_handler_is_told_to_register_it() -> None
 
 @pytest.mark.parametrize(("nodes", "seen"), [(4, "saw 4 after waiting 0 s"), (6, "saw 6:")])
 def test_too_few_or_too_many_nodes_is_a_bounded_clear_error(nodes: int, seen: str) -> None:
-    """The RAM knows 5 partitions: 4 nodes (after the bounded wait, here 0 s) or 6 nodes
-    stop the run, saying what was expected, what was seen and which setting to change."""
+    """The RAM knows 5 partitions: 4 nodes of a federation still connecting (they say
+    num-partitions = 5; after the bounded wait, here 0 s) or 6 nodes stop the run, saying
+    what was expected, what was seen and which setting to change."""
+    grid = grid_of(nodes)
+    for context in grid.contexts.values():
+        context.node_config["num-partitions"] = max(nodes, 5)
     with pytest.raises(AvailabilityError) as err:
-        run(FedAvg(), oracles()["ram"], grid_of(nodes), 1, wait_timeout=0)
+        run(FedAvg(), oracles()["ram"], grid, 1, wait_timeout=0)
     message = str(err.value)
     assert "expected 5 nodes (one per partition: the oracle knows num_clients = 5)" in message
     assert seen in message and "num-supernodes=5" in message
     if nodes < 5:
         assert "raise wait_timeout (with_availability(..., wait_timeout=...), now 0 s)" in message
+
+
+def test_a_federation_known_to_be_smaller_than_the_oracle_fails_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An oracle of 3 clients in Flower's default 2-SuperNode simulation (every node's
+    num-partitions = 2) stops before any wait (sleeping is an error here), naming 3 and 2;
+    a node that does not say its num-partitions leaves the count open: the bounded wait."""
+
+    def no_sleep(seconds: float) -> None:
+        raise AssertionError(f"waited {seconds} s")
+
+    monkeypatch.setattr("time.sleep", no_sleep)
+    oracle = RandomAccessClientManager([0.5, 0.3, 0.2], seed=0)  # wait_timeout 120 s
+    with pytest.raises(AvailabilityError) as err:
+        run(FedAvg(), oracle, grid_of(2), 1)
+    message = str(err.value)
+    assert "the oracle knows num_clients = 3), but the federation has 2" in message
+    assert "every connected node (2) says num-partitions = 2" in message
+    assert "'num-supernodes=3') or give the oracle 2 clients" in message
+    grid = grid_of(2)
+    del grid.contexts[node_id(0)].node_config["num-partitions"]
+    with pytest.raises(AssertionError, match="waited"):
+        run(FedAvg(), oracle, grid, 1)
 
 
 def test_duplicate_or_out_of_range_partition_ids_are_errors() -> None:
