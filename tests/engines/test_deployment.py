@@ -38,6 +38,7 @@ from fedram_flwr.engines import (
 )
 from fedram_flwr.engines.flwr.federation import Federation
 from fedram_flwr.engines.flwr.processes import free_port
+from fedram_flwr.flower_line import LINE
 from fedram_flwr.outputs import RunDirectory
 from fedram_flwr.registry import load_scenario, with_overrides
 from tests.engines.background import BackgroundRuns, RunSpec
@@ -157,9 +158,11 @@ def test_a_supernode_that_cannot_bind_its_port_fails_the_run_at_once(tmp_path: P
     taken.bind(("127.0.0.1", 0))
     taken.listen()
     fed = Federation("deployment", 3, tmp_path / "federation")
-    # the SuperLink's two ports, then SuperNode 0's (this federation's ports only: runs
-    # of other tests may start federations meanwhile)
-    ports = iter([None, None, taken.getsockname()[1]])
+    # the SuperLink's ports (two on a gRPC-Fleet line, one on an HTTP one), then
+    # SuperNode 0's (this federation's ports only: runs of other tests may start
+    # federations meanwhile)
+    superlink_ports = [None] * (2 if LINE.fleet == "gRPC" else 1)
+    ports = iter([*superlink_ports, taken.getsockname()[1]])
     fed.free_port = lambda: next(ports, None) or free_port()
     with taken:
         try:
