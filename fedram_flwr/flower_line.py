@@ -78,12 +78,19 @@ def line_of(flwr_version: str) -> FlowerLine:
     return FlowerLine(flwr_version, fleet)
 
 
+DISTRIBUTIONS = ("flwr", "flwr-nightly")
+"""The names Flower is installed under: releases, and the nightly builds (same package)."""
+
+
 def installed_line() -> FlowerLine:
-    """The line of the flwr installed in this interpreter's environment."""
-    try:
-        return line_of(version("flwr"))
-    except PackageNotFoundError:
-        raise ModuleNotFoundError("flwr is not installed: pip install fedram-flwr") from None
+    """The line of the flwr installed in this interpreter's environment (a release, or
+    a ``flwr-nightly`` build)."""
+    for name in DISTRIBUTIONS:
+        try:
+            return line_of(version(name))
+        except PackageNotFoundError:
+            continue
+    raise ModuleNotFoundError("flwr is not installed: pip install fedram-flwr")
 
 
 LINE = installed_line()

@@ -51,3 +51,26 @@ def test_fleet_flags_are_what_the_installed_superlink_takes() -> None:
         assert flags == []
     assert line_of("1.39.0").superlink_fleet_flags("h", 1) == ["--fleet-api-address", "h:1"]
     assert line_of("1.42.0").superlink_fleet_flags("h", 1) == []
+
+
+def test_a_nightly_build_counts_as_its_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``flwr-nightly`` installs the same package under another name (tried with
+    1.43.0.dev20261026): its version gives the line; with neither installed, a clear
+    error."""
+    from importlib.metadata import PackageNotFoundError
+
+    from fedram_flwr import flower_line
+
+    def only(installed: dict[str, str]):
+        def version(name: str) -> str:
+            if name not in installed:
+                raise PackageNotFoundError(name)
+            return installed[name]
+
+        return version
+
+    monkeypatch.setattr(flower_line, "version", only({"flwr-nightly": "1.43.0.dev20261026"}))
+    assert flower_line.installed_line() == line_of("1.43.0.dev20261026")
+    monkeypatch.setattr(flower_line, "version", only({}))
+    with pytest.raises(ModuleNotFoundError, match="flwr is not installed"):
+        flower_line.installed_line()
