@@ -39,16 +39,14 @@ from typer.main import get_command
 from fedram_flwr.app_config import APP_ROOT, scenario_from_run_config
 from fedram_flwr.flower_line import LINE
 from tests.docker.hostnet import HostPorts, command_of, host_network_config
+from tests.docker.lines import LINE_FILES
 
 CONSTRAINTS_FILES = ("constraints.txt", "constraints-1.39.txt")
 """The Flower lines' exact versions: the default first (scripts/setup.sh)."""
 
-LINE_FILE = {"HTTP": (), "gRPC": ("docker-compose.flwr-1.39.yml",)}[LINE.fleet]
-"""The compose override of the installed Flower line (none for the default line)."""
-
 COMPOSE_FILES = {
-    "plain": ("docker-compose.yml", *LINE_FILE),
-    "tls": ("docker-compose.yml", "docker-compose.tls.yml", *LINE_FILE),
+    "plain": ("docker-compose.yml", *LINE_FILES),
+    "tls": ("docker-compose.yml", "docker-compose.tls.yml", *LINE_FILES),
 }
 IN_CI = bool(os.environ.get("CI"))
 

@@ -211,12 +211,13 @@ def debootstrap_base(docker: PrivateDocker, work: Path, tag: str) -> None:
 
 
 @contextmanager
-def wheelhouse_server(wheels: Path, project: Path) -> Iterator[str]:
-    """``pip download`` of the project's requirements (under constraints.txt) into
-    ``wheels``, served on loopback while the context lasts; yields its URL."""
+def wheelhouse_server(wheels: Path, project: Path, constraints: str) -> Iterator[str]:
+    """``pip download`` of the project's requirements (under ``constraints``, a file of
+    the project) into ``wheels``, served on loopback while the context lasts; yields its
+    URL."""
     subprocess.run(
         [sys.executable, "-m", "pip", "download", "-q", "-d", str(wheels), "-c",
-         "constraints.txt", ".[experiments]", "setuptools>=68"],
+         constraints, ".[experiments]", "setuptools>=68"],
         cwd=project, check=True, capture_output=True, text=True,
     )  # fmt: skip
     server = subprocess.Popen(

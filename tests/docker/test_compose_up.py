@@ -49,6 +49,7 @@ from tests.docker.daemon import (
     wheelhouse_server,
 )
 from tests.docker.hostnet import HostPorts, host_network_config
+from tests.docker.lines import CONSTRAINTS, IMAGE, LINE_FILES
 from tests.helpers import final_arrays
 
 pytestmark = [
@@ -58,7 +59,7 @@ pytestmark = [
     ),
 ]
 
-IMAGE, BASE = "fedram-flwr:latest", "fedram-test-base:bookworm"
+BASE = "fedram-test-base:bookworm"
 PROJECT = "fedram-e2e"
 SUMMARY = APP_ROOT / "runs" / "test_docker" / "summary.json"
 
@@ -116,12 +117,13 @@ def build_images(stack: Stack, work: Path) -> None:
     debootstrap_base(stack.docker, work, BASE)
     stack.summary["base_image_s"] = round(time.monotonic() - start, 1)
     start = time.monotonic()
-    with wheelhouse_server(work / "wheels", stack.project) as wheelhouse:
+    with wheelhouse_server(work / "wheels", stack.project, CONSTRAINTS) as wheelhouse:
         stack.summary["wheelhouse_s"] = round(time.monotonic() - start, 1)
         start = time.monotonic()
         stack.docker.run(
             "docker", "build", "--network", "host", "--build-arg", f"BASE_IMAGE={BASE}",
-            "--build-arg", f"WHEELHOUSE={wheelhouse}", "-t", IMAGE, str(stack.project),
+            "--build-arg", f"WHEELHOUSE={wheelhouse}", "--build-arg", f"CONSTRAINTS={CONSTRAINTS}",
+            "-t", IMAGE, str(stack.project),
         )  # fmt: skip
     stack.summary["image_build_s"] = round(time.monotonic() - start, 1)
     size = stack.docker.run("docker", "image", "inspect", "-f", "{{.Size}}", IMAGE).stdout
@@ -219,7 +221,8 @@ SCENARIO, OVERRIDES = "fig2a_gaussian_3users", "rounds=4,eval_every=2"
 
 def test_compose_run_matches_in_process(stack: Stack, tmp_path: Path) -> None:
     seed = 0
-    output = compose_up(stack, ("docker-compose.yml",), "plain", run_env(SCENARIO, seed, OVERRIDES))
+    files = ("docker-compose.yml", *LINE_FILES)
+    output = compose_up(stack, files, "plain", run_env(SCENARIO, seed, OVERRIDES))
     run = result_dir(stack, SCENARIO, seed)
     assert run.status() == "complete"
     assert all(len(r["relayed"]) == 1 for r in round_rows(run))
@@ -234,7 +237,9 @@ def test_tls_compose_run_finishes_without_a_killed_supernode(stack: Stack, tmp_p
     scenario, seed, overrides = "deployment_fault", 0, "rounds=6"
     env = run_env(scenario, seed, overrides)
     subprocess.run(["bash", "deploy/generate_certs.sh"], cwd=stack.project, check=True)
-    file = compose_file(stack, ("docker-compose.yml", "docker-compose.tls.yml"), env, "tls")
+    file = compose_file(
+        stack, ("docker-compose.yml", "docker-compose.tls.yml", *LINE_FILES), env, "tls"
+    )
     run = result_dir(stack, scenario, seed)
     try:
         compose(stack, file, "up", "--no-build", "-d", env=env)
