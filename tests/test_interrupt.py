@@ -17,7 +17,7 @@ import yaml
 from tests.helpers import TINY_GAUSSIAN, run_forked
 
 SIGINT_IN_ROUND_2 = """
-import os, signal, sys
+import signal, sys
 from fedram_flwr import cli
 from fedram_flwr.outputs import RunDirectory
 
@@ -27,7 +27,10 @@ def ctrl_c_at(round_):
     def append(self, row):
         real_append(self, row)
         if row["round"] == round_:
-            os.kill(os.getpid(), signal.SIGINT)  # a terminal's Ctrl-C
+            # a terminal's Ctrl-C, synchronously: raise_signal runs the handler before it
+            # returns (os.kill to our own pid raced the next lines under load: once in CI,
+            # "SIGINT did not arrive")
+            signal.raise_signal(signal.SIGINT)
     RunDirectory.append_metrics = append
 
 def flower_engine(path, seed, run_dir, **options):
