@@ -358,7 +358,7 @@ def run_until_sigterm(api, module, method, argv):
     real = getattr(strategy, method)
     def step(self, rnd, *rest):
         if rnd == 2:
-            os.kill(os.getpid(), signal.SIGTERM)
+            signal.raise_signal(signal.SIGTERM)  # handled before it returns
         return real(self, rnd, *rest)
     setattr(strategy, method, step)
     sys.exit(main([*argv, "--api", api]))
