@@ -4,12 +4,13 @@ rerun does, instead of Python's traceback.
 
 How SIGINT arrives, by engine: in-process (both APIs) it raises ``KeyboardInterrupt`` in
 the server loop, and :func:`~fedram_flwr.engines.run_in_process` records the run
-``failed`` before passing it on; on Flower's engines (``flwr``, ``deployment``) only the
-``fedram`` process gets it (every process it starts runs in a session of its own), where
-``KeyboardInterrupt`` ends the wait for the run, and the cleanup that SIGTERM runs stops
-the SuperLink, SuperNodes and Ray (SIGINT ignored meanwhile) and records the run
-``failed``. Either way :func:`record_interrupted` then records it ``interrupted``, while
-the CLI still holds the run folder's lock.
+``interrupted`` before passing it on (for a library call too); on Flower's engines
+(``flwr``, ``deployment``) only the ``fedram`` process gets it (every process it starts
+runs in a session of its own), where ``KeyboardInterrupt`` ends the wait for the run, and
+the cleanup that SIGTERM runs stops the SuperLink, SuperNodes and Ray (SIGINT ignored
+meanwhile) and records the run ``failed``. Either way :func:`record_interrupted` then
+records it ``interrupted``, with its last round, while the CLI still holds the run
+folder's lock.
 """
 
 from __future__ import annotations

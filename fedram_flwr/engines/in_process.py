@@ -209,8 +209,10 @@ def run_in_process(
                 out.start(scenario.to_dict(), seed, engine="in-process", api=api)
                 serve(exp, out, label)
         except BaseException as err:
+            # Ctrl-C ends a run that can go on (``fedram run`` then adds its last round)
+            status = "interrupted" if isinstance(err, KeyboardInterrupt) else "failed"
             out.set_status(
-                "failed", error=f"{type(err).__name__}: {err}", traceback=traceback.format_exc()
+                status, error=f"{type(err).__name__}: {err}", traceback=traceback.format_exc()
             )
             raise
     return out

@@ -56,6 +56,24 @@ def test_a_run_that_raises_is_failed_with_the_error(
     assert (torch.get_num_threads(), FLOWER_LOGGER.level) == (threads, level)
 
 
+def test_ctrl_c_in_a_library_call_records_the_run_interrupted(
+    tiny_scenario: Scenario, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C (KeyboardInterrupt) in ``run_in_process`` called from a user's own code,
+    not ``fedram run``: the run is ``interrupted``, not ``failed``, and the interrupt
+    goes on to the caller."""
+
+    def ctrl_c(self, server_round, results, failures):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(FedCVaRAvg, "aggregate_fit", ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        run_in_process(tiny_scenario, 0, tmp_path / "run")
+    status = status_of(tmp_path / "run")
+    assert status["status"] == "interrupted"
+    assert status["error"].startswith("KeyboardInterrupt")
+
+
 def test_a_server_loop_that_stops_early_is_a_failure(
     tiny_scenario: Scenario, tmp_path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
