@@ -19,12 +19,7 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import QFedAvg
 
 from fedram_flwr.message_api.partitions import answer_of, ask_partitions
-from fedram_flwr.message_api.round_guard import (
-    error_text,
-    guard_round,
-    reported_partition,
-    screen,
-)
+from fedram_flwr.message_api.round_guard import take_replies
 from fedram_flwr.message_api.round_view import RoundView
 from fedram_flwr.message_api.strategy import CoreMessageStrategy, EvaluateFn, ordered_replies
 from fedram_flwr.protocol import NUM_EXAMPLES, PARTITION_ID, RECEIVED_LOSS, ClientReply
@@ -371,23 +366,21 @@ class QFFL(QFedAvg):
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        replies, name = list(replies), type(self).__name__
+        replies = list(replies)
         errors = [m for m in replies if m.has_error()]
-        valid, refused = screen(
-            [m for m in replies if not m.has_error()],
-            reported_partition,
-            None,
-            name,
+        taken, self.failed_rounds = take_replies(
+            self.failed_rounds,
+            type(self).__name__,
             server_round,
+            [m for m in replies if not m.has_error()],
+            errors,
+            None,
+            self.accept_failures,
         )
-        failed = [error_text(m) for m in errors] + refused
-        self.failed_rounds = guard_round(
-            self.failed_rounds, name, server_round, failed, len(valid), self.accept_failures
-        )
-        if failed and not self.accept_failures:
+        if taken is None:
             return None, None
         pairs = ordered_replies(
-            valid,
+            taken,
             type(self).__name__,
             weighted_by_key=self.weighted_by_key,
             required_metrics=(self.train_loss_key,),

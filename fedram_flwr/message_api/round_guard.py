@@ -85,3 +85,23 @@ def guard_round(
     if line:
         log(WARNING, "%s: %s", strategy, line)
     return guard
+
+
+def take_replies(
+    guard: FailedRounds,
+    strategy: str,
+    server_round: int,
+    valid: Sequence[Message],
+    errors: Sequence[Message],
+    num_clients: int | None,
+    accept_failures: bool = True,
+) -> tuple[list[Message] | None, FailedRounds]:
+    """One round's replies as a strategy takes them: the error-free ``valid`` ones
+    screened (:func:`screen`, partition ids checked against 0..``num_clients``-1, None:
+    not checked), the guard advanced over the error and refused ones
+    (:func:`guard_round`). Returns (the replies to aggregate, or ``None`` when a failure
+    cancels the round: ``accept_failures`` False; the guard after the round)."""
+    taken, refused = screen(valid, reported_partition, num_clients, strategy, server_round)
+    failed = [error_text(m) for m in errors] + refused
+    guard = guard_round(guard, strategy, server_round, failed, len(taken), accept_failures)
+    return (None if failed and not accept_failures else taken), guard

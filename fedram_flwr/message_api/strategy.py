@@ -56,12 +56,7 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg, Result
 from flwr.supercore import log
 
-from fedram_flwr.message_api.round_guard import (
-    error_text,
-    guard_round,
-    reported_partition,
-    screen,
-)
+from fedram_flwr.message_api.round_guard import take_replies
 from fedram_flwr.message_api.round_view import RoundView
 from fedram_flwr.protocol import Arrays, ClientReply, in_partition_order, reply_partition_id
 from fedram_flwr.strategies.core import Core
@@ -314,23 +309,20 @@ class CoreMessageStrategy(FedAvg):
         """The refusals, the guard, the order, the elapsed rounds, ``core.aggregate``; the
         new model (``None`` when it did not move) and Flower's metrics plus the
         diagnostics."""
-        name = type(self).__name__
         valid, errors = self._check_and_log_replies(list(replies), is_train=True)
-        valid, refused = screen(
-            valid,
-            reported_partition,
-            self.core.client_count(),
-            name,
+        taken, self.failed_rounds = take_replies(
+            self.failed_rounds,
+            type(self).__name__,
             server_round,
+            valid,
+            errors,
+            self.core.client_count(),
+            self.accept_failures,
         )
-        failed = [error_text(m) for m in errors] + refused
-        self.failed_rounds = guard_round(
-            self.failed_rounds, name, server_round, failed, len(valid), self.accept_failures
-        )
-        if failed and not self.accept_failures:
+        if taken is None:
             return None, None
         pairs = ordered_replies(
-            valid,
+            taken,
             type(self).__name__,
             weighted_by_key=self.weighted_by_key,
             needs_id=self.needs_partition_id,
