@@ -53,7 +53,8 @@ from pathlib import Path
 
 import yaml
 
-from fedram_flwr.app_config import APIS, parse_override
+from fedram_flwr.app_config import parse_override
+from fedram_flwr.cli_args import parse_kills, parser
 from fedram_flwr.config import Scenario, ScenarioError
 from fedram_flwr.data import DatasetNotFoundError
 from fedram_flwr.extras import MissingExtraError, is_missing_extra, missing_extra
@@ -64,7 +65,6 @@ from fedram_flwr.registry import load_scenario, with_overrides
 from fedram_flwr.report import RunSet, write_report
 from fedram_flwr.run_checks import refuse_changed, refuse_resumable, skip
 from fedram_flwr.rundir import run_folder
-from fedram_flwr.rundir.directory import PATH_MAX, PATH_ROOM
 from fedram_flwr.rundir.nofollow import write_atomic
 from fedram_flwr.sweep import swept_values
 
@@ -94,124 +94,6 @@ def need_extra(what: str) -> None:
     ``experiments`` extra that ``what`` needs is not installed."""
     if MISSING is not None:
         raise missing_extra(what, MISSING)
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="fedram", description=__doc__.split("\n")[0])
-    sub = p.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run a scenario (all variants x seeds)")
-    run.add_argument("scenario", type=Path)
-    run.add_argument(
-        "--engine",
-        choices=("in-process", "flwr", "deployment"),
-        default="in-process",
-        help="flwr: Flower's Simulation Engine; deployment: a local SuperLink and one "
-        "SuperNode process per client, on loopback",
-    )
-    run.add_argument(
-        "--api",
-        choices=APIS,
-        default=None,
-        help="Flower's API the run goes through: message (the algorithm's flwr.serverapp "
-        "strategy, with_availability, the Message-API ClientApp; the default of the Flower "
-        "engines) or legacy (Strategy, ClientManager, NumPyClient; the in-process default, "
-        "since only its runs checkpoint and resume); both give the same model",
-    )
-    run.add_argument(
-        "--tls",
-        action="store_true",
-        help="deployment: secure the SuperLink with TLS (a throwaway CA and certificate "
-        "are generated in the run directory)",
-    )
-    run.add_argument(
-        "--kill-supernode",
-        action="append",
-        default=[],
-        metavar="PARTITION@ROUND",
-        help="deployment: SIGKILL the SuperNode of this partition once ROUND is recorded "
-        "(fault injection), e.g. --kill-supernode 2@3",
-    )
-    run.add_argument(
-        "--time-limit",
-        type=float,
-        metavar="SECONDS",
-        help="flwr / deployment: stop a run (and fail it) after this many seconds; default: "
-        "600 s start-up + rounds x 30 s (simulation) or 60 s (deployment), plus the "
-        "availability's round_timeout per round",
-    )
-    run.add_argument(
-        "--checkpoint-every",
-        type=int,
-        metavar="ROUNDS",
-        help="in-process: save a run's state in its folder every ROUNDS rounds, so that "
-        "rerunning an interrupted run resumes it there (0: never); default: rounds / 20",
-    )
-    run.add_argument(
-        "--ray-address",
-        metavar="HOST:PORT",
-        help="flwr: run the Simulation Engine's clients on this running Ray cluster "
-        "(its head node's address, as `ray start --head` prints it)",
-    )
-    run.add_argument(
-        "--ray",
-        nargs="?",
-        const="local",
-        metavar="HOST:PORT",
-        help="in-process: run the (variant, seed) runs as tasks on this Ray cluster (one "
-        "CPU each; the run folders must be on a filesystem its nodes share), or, without "
-        "an address (or `local`), on a private Ray started on this machine for the sweep",
-    )
-    run.add_argument("--seeds", type=int, nargs="+", help="override the scenario's seeds")
-    run.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="FIELD=VALUE",
-        help="override a field with any YAML value, e.g. --set rounds=100 --set "
-        "'hcvar_alpha=[0.1, 0.2]'; a swept field takes the one value given (leaves the sweep)",
-    )
-    run.add_argument("--variant", action="append", help="run only these sweep variants")
-    run.add_argument("--out", type=out_folder, default=Path("runs"))
-    run.add_argument("--force", action="store_true", help="rerun complete runs too")
-    rep = sub.add_parser("report", help="tables and figures from a folder of runs")
-    rep.add_argument("runs", type=Path)
-    rep.add_argument(
-        "--strict",
-        action="store_true",
-        help="exit 1 when a run is damaged (complete, its files missing or garbled), "
-        "failed or interrupted; the report is written all the same",
-    )
-    show = sub.add_parser("show", help="print the resolved scenario and its variants")
-    show.add_argument("scenario", type=Path)
-    return p
-
-
-def out_folder(text: str) -> Path:
-    """``--out``'s value as a path; an empty one (``--out ""``: the working directory, by
-    mistake) is refused."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError(
-            f"{text!r} names no folder; give one, e.g. --out runs (or --out . on purpose)"
-        )
-    size = len(os.fsencode(os.path.abspath(text)))
-    if size > PATH_MAX - PATH_ROOM:
-        raise argparse.ArgumentTypeError(
-            f"{text[:60]!r}... is a path of {size} bytes; a path is at most {PATH_MAX} bytes, "
-            f"and a run folder needs {PATH_ROOM} more for its files"
-        )
-    return Path(text)
-
-
-def parse_kills(items: list[str]) -> dict[int, int]:
-    """``["2@3"]`` -> {2: 3}: partition id -> round after which its SuperNode dies."""
-    kills = {}
-    for item in items:
-        partition, sep, after = item.partition("@")
-        if not (sep and partition.isdigit() and after.isdigit()):
-            raise ScenarioError(f"--kill-supernode {item!r}: expected PARTITION@ROUND, e.g. 2@3")
-        kills[int(partition)] = int(after)
-    return kills
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -396,7 +278,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = parser(__doc__.split("\n")[0]).parse_args(argv)
     if os.environ.get("FEDRAM_DATA"):  # Flower's processes run in other folders
         os.environ["FEDRAM_DATA"] = os.path.abspath(os.path.expanduser(os.environ["FEDRAM_DATA"]))
     try:

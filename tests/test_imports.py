@@ -173,6 +173,7 @@ LAYERS = (
     "fedram_flwr.report",
     "fedram_flwr.run_checks",
     "fedram_flwr.interrupt",
+    "fedram_flwr.cli_args",
     "fedram_flwr.cli",
 )
 
