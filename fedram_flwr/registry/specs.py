@@ -152,3 +152,9 @@ class AlgorithmSpec(Generic[AP]):
 
     def build_message_strategy(self, params: AP, run: Run, **common: Any) -> MessageStrategy:
         return self.message_strategy(**params.message_kwargs(run), **common)
+
+
+def client_shares(run: Run) -> np.ndarray:
+    """p_i = m_i / m: each client's share of the training samples."""
+    sizes = np.array([len(y) for y in run.data.client_y], dtype=float)
+    return sizes / sizes.sum()
