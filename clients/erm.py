@@ -18,9 +18,10 @@ from flwr.client import NumPyClient
 from flwr.common import NDArrays, RecordDict, Scalar
 from torch import nn
 
+from fedram_flwr.client_data import ArrayData
 from fedram_flwr.models import get_weights
 from fedram_flwr.protocol import NUM_EXAMPLES, PARTITION_ID
-from fedram_flwr.training import ArrayData, LocalTrainer
+from fedram_flwr.training import LocalTrainer
 
 FitResult = tuple[NDArrays, int, dict[str, Scalar]]
 """Flower's fit triple: the arrays sent back, m_i and the fit metrics."""

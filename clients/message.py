@@ -33,6 +33,7 @@ import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from torch import nn
 
+from fedram_flwr.client_data import Batch, LoaderData
 from fedram_flwr.clients.ca_fed import CAFedClient
 from fedram_flwr.clients.cvar import CVaRClient
 from fedram_flwr.clients.erm import ERMClient, FitResult
@@ -62,7 +63,7 @@ from fedram_flwr.protocol import (
     split_model_control,
     split_theta_t,
 )
-from fedram_flwr.training import Batch, LoaderData, LocalTrainer
+from fedram_flwr.training import LocalTrainer
 
 ARRAYS, CONFIG, METRICS = "arrays", "config", "metrics"
 """The record keys of the wire contract (Flower's strategies' defaults:

@@ -13,9 +13,9 @@ from flwr.common import NDArrays, Scalar
 from torch import nn
 from torch.nn import functional as F
 
+from fedram_flwr.client_data import OnePass
 from fedram_flwr.models import on_device, set_weights
 from fedram_flwr.objectives import hcvar
-from fedram_flwr.training import OnePass
 
 
 @torch.no_grad()

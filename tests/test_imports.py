@@ -153,6 +153,7 @@ LAYERS = (
     "fedram_flwr.models",
     "fedram_flwr.lr_schedule",
     "fedram_flwr.optimizers",
+    "fedram_flwr.client_data",
     "fedram_flwr.training",
     "fedram_flwr.evaluation",
     "fedram_flwr.strategies",

@@ -14,6 +14,7 @@ import torch
 import yaml
 from torch.nn import functional as F
 
+from fedram_flwr.client_data import ArrayData
 from fedram_flwr.config import TrainingConfig
 from fedram_flwr.engines import run_in_process, run_message_in_process
 from fedram_flwr.experiment import Experiment
@@ -21,7 +22,7 @@ from fedram_flwr.lr_schedule import LR_SCHEDULES, scheduled_lr
 from fedram_flwr.models import build_model, get_weights
 from fedram_flwr.protocol import LR, SERVER_ROUND
 from fedram_flwr.registry import load_scenario, scenario_from_dict
-from fedram_flwr.training import ArrayData, LocalTrainer, sgd_passes
+from fedram_flwr.training import LocalTrainer, sgd_passes
 from tests.helpers import SEED, TINY_GAUSSIAN, final_arrays
 
 ETA_0 = 0.1

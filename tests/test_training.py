@@ -10,15 +10,13 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from fedram_flwr.client_data import ArrayData, LoaderData, client_rng
 from fedram_flwr.experiment import Experiment
 from fedram_flwr.models import build_model, get_weights, set_weights
 from fedram_flwr.protocol import SERVER_ROUND, TRAIN_LOSS
 from fedram_flwr.registry import scenario_from_dict
 from fedram_flwr.training import (
-    ArrayData,
-    LoaderData,
     LocalTrainer,
-    client_rng,
     local_sgd,
     num_local_steps,
     sgd_passes,

@@ -8,12 +8,12 @@ import pytest
 import torch
 from torch.nn import functional as F
 
+from fedram_flwr.client_data import client_rng
 from fedram_flwr.clients import CAFedClient, ERMClient
 from fedram_flwr.clients.ca_fed import local_optimum_loss
 from fedram_flwr.experiment import Experiment
 from fedram_flwr.models import build_model, get_weights, set_weights
 from fedram_flwr.protocol import LOCAL_OPTIMUM, RECEIVED_LOSS, REPORT_LOCAL_OPTIMUM
-from fedram_flwr.training import client_rng
 
 
 def test_ca_fed_client_reports_the_first_batch_loss_and_trains_like_erm(tiny_ca_fed) -> None:

@@ -11,6 +11,7 @@ import torch
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 from torch.nn import functional as F
 
+from fedram_flwr.client_data import ArrayData
 from fedram_flwr.clients import (
     CAFedClient,
     CVaRClient,
@@ -35,7 +36,6 @@ from fedram_flwr.protocol import (
     join_model_control,
     join_theta_t,
 )
-from fedram_flwr.training import ArrayData
 from tests.helpers import instruction_message, node_with
 
 PID, SEED, LR = 3, 11, 0.05
