@@ -9,7 +9,6 @@ from fedram_flwr.clients.cvar import CVaRClient
 from fedram_flwr.clients.erm import ERMClient
 from fedram_flwr.clients.message import (
     evaluate,
-    partition_id,
     train_ca_fed,
     train_cvar,
     train_erm,
@@ -18,6 +17,7 @@ from fedram_flwr.clients.message import (
 )
 from fedram_flwr.clients.rc_fl import RCFLClient
 from fedram_flwr.clients.scaffold import ScaffoldClient
+from fedram_flwr.clients.wire import partition_id
 from fedram_flwr.message_api.partitions import partition_id_query
 
 __all__ = [

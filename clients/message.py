@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
+from flwr.app import Context, Message, MetricRecord, RecordDict
 from torch import nn
 
 from fedram_flwr.client_data import Batch, LoaderData
@@ -39,6 +39,18 @@ from fedram_flwr.clients.cvar import CVaRClient
 from fedram_flwr.clients.erm import ERMClient, FitResult
 from fedram_flwr.clients.rc_fl import RCFLClient
 from fedram_flwr.clients.scaffold import ScaffoldClient
+from fedram_flwr.clients.wire import (
+    ARRAYS,
+    METRICS,
+    MODEL,
+    WITH_CONTROL,
+    WITH_THRESHOLD,
+    Layout,
+    layout_of,
+    partition_id,
+    received,
+    reply_content,
+)
 from fedram_flwr.evaluation import evaluate_passes
 from fedram_flwr.models import set_weights
 from fedram_flwr.optimizers import OptimizerSpec, check_spec
@@ -60,80 +72,8 @@ from fedram_flwr.protocol import (
     THRESHOLD_ETA,
     THRESHOLD_T,
     TRAIN_LOSS,
-    split_model_control,
-    split_theta_t,
 )
 from fedram_flwr.training import LocalTrainer
-
-ARRAYS, CONFIG, METRICS = "arrays", "config", "metrics"
-"""The record keys of the wire contract (Flower's strategies' defaults:
-``arrayrecord_key="arrays"``, ``configrecord_key="config"``; replies carry "metrics")."""
-
-
-@dataclass(frozen=True)
-class Layout:
-    """How a model of n arrays travels: ``count(n)`` arrays on the wire; ``model``
-    takes the model's own arrays out of them."""
-
-    what: str
-    count: Callable[[int], int]
-    model: Callable[[list], list]
-    initial: str
-
-
-MODEL = Layout("the model's arrays", lambda n: n, list, "ArrayRecord(model.state_dict())")
-WITH_THRESHOLD = Layout(
-    "the model's arrays, then the threshold as one more 1-element array",
-    lambda n: n + 1,
-    lambda arrays: split_theta_t(arrays)[0],
-    "ArrayRecord(fedram_flwr.protocol.join_theta_t(weights, 0.0))",
-)
-WITH_CONTROL = Layout(
-    "the model's arrays, then the control variate shaped like them",
-    lambda n: 2 * n,
-    lambda arrays: split_model_control(arrays)[0],
-    "ArrayRecord(fedram_flwr.protocol.join_model_control(weights, zeros_like_weights))",
-)
-LAYOUTS = (MODEL, WITH_THRESHOLD, WITH_CONTROL)
-
-
-def partition_id(context: Context) -> int:
-    """The node's ``partition-id`` (``context.node_config``), or an error saying what to add."""
-    if PARTITION_ID not in context.node_config:
-        raise ValueError(
-            f"this node has no '{PARTITION_ID}' in its node_config (it has "
-            f"{sorted(context.node_config)}): start the SuperNode with --node-config "
-            f'"{PARTITION_ID}=<0..N-1> num-partitions=<N>" (the Simulation Engine sets it)'
-        )
-    return int(context.node_config[PARTITION_ID])
-
-
-def received(msg: Message, block: str) -> tuple[list, dict[str, Any]]:
-    """The message's arrays (in the record's order) and config, or an error naming the
-    missing record."""
-    content = msg.content
-    if ARRAYS not in content.array_records:
-        raise ValueError(
-            f"{block}: the message has no ArrayRecord '{ARRAYS}' (records: {sorted(content)}): "
-            f"the server must send RecordDict({{'{ARRAYS}': ArrayRecord(arrays), "
-            f"'{CONFIG}': ConfigRecord(...)}}), as Flower's strategies do with their "
-            f"default arrayrecord_key='{ARRAYS}'"
-        )
-    config = content.config_records.get(CONFIG, ConfigRecord())
-    return content.array_records[ARRAYS].to_numpy_ndarrays(), dict(config)
-
-
-def layout_of(arrays: list, model: nn.Module, block: str) -> Layout:
-    """The layout that ``len(arrays)`` arrays for ``model`` are in (evaluation)."""
-    n = len(model.state_dict())
-    fits = [layout for layout in LAYOUTS if layout.count(n) == len(arrays)]
-    if len(fits) != 1:
-        raise ValueError(
-            f"{block}: the server sent {len(arrays)} arrays for a model of {n} state_dict "
-            f"entries; expected {n} (the model), {n + 1} (with t or eta) or {2 * n} (with "
-            "SCAFFOLD's control variate): is it the same model as the server's?"
-        )
-    return fits[0]
 
 
 @dataclass(frozen=True)
@@ -332,19 +272,6 @@ class LocalTraining:
                 ".train(model, trainloader, epochs, lr, device) first"
             )
         return self.objective.answer(self.msg, *self.done, content)
-
-
-def reply_content(fit: FitResult, keys: list[str]) -> RecordDict:
-    """Flower's fit triple as the reply's records: ``"arrays"`` under the received
-    record's ``keys`` (a torch state_dict's names stay names) and ``"metrics"`` with
-    ``num-examples`` = m_i beside the fit metrics."""
-    arrays, num_examples, metrics = fit
-    return RecordDict(
-        {
-            ARRAYS: ArrayRecord({key: Array(a) for key, a in zip(keys, arrays, strict=True)}),
-            METRICS: MetricRecord({NUM_EXAMPLES: num_examples, **metrics}),
-        }
-    )
 
 
 train_erm = Objective("train_erm", "FedAvg (or FedAR, MIFA, FedVARP, FedAU, ...)", ERMClient)

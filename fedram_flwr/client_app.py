@@ -25,7 +25,8 @@ from flwr.common.constant import MessageTypeLegacy
 from torch.utils.data import DataLoader, TensorDataset
 
 from fedram_flwr.app_config import run_settings
-from fedram_flwr.clients.message import evaluate, objective_for, partition_id
+from fedram_flwr.clients.message import evaluate, objective_for
+from fedram_flwr.clients.wire import partition_id
 from fedram_flwr.experiment import Experiment
 from fedram_flwr.message_api.partitions import PARTITION_ACTION, partition_id_query
 

@@ -27,7 +27,7 @@ from flwr.common import ndarrays_to_parameters, parameters_to_ndarrays
 from flwr.serverapp.strategy import Strategy as MessageStrategy
 
 from fedram_flwr.client_app import project_message_app
-from fedram_flwr.clients.message import partition_id
+from fedram_flwr.clients.wire import partition_id
 from fedram_flwr.config import Scenario
 from fedram_flwr.engines.grid import ClientAppFn, InProcessGrid
 from fedram_flwr.engines.in_process import quiet_single_threaded, recorder_settings, run_in_process
