@@ -28,14 +28,23 @@ from fedram_flwr.rng import stream
 
 @dataclass(frozen=True, eq=False)  # arrays: compare the fields, not the values
 class HiddenLaw:
-    """The parameters an oracle hides from strategies (read only by plots, the recorder's
-    estimator errors, and strategies a scenario runs "oracle-informed").
+    """The parameters an oracle hides from strategies.
 
-    ``pi[k]``: client k's long-run availability, i.e. its probability of being active
-    in a round (for the RAM: rho_k, the categorical relay law, which is that probability
-    when one client is relayed per round). ``lam[k]``: the lag-1 autocorrelation lambda_k
-    of client k's two-state Markov chain, for the Markov-type oracles (markov, clustered,
-    bernoulli); None where the law is no such chain."""
+    Read only by plots, the recorder's estimator errors, and strategies a scenario runs
+    "oracle-informed".
+
+    Parameters
+    ----------
+    pi : np.ndarray
+        Shape (K,), probabilities in [0, 1]: ``pi[k]`` is client k's long-run
+        availability, i.e. its probability of being active in a round (for the RAM:
+        rho_k, the categorical relay law, which is that probability when one client is
+        relayed per round).
+    lam : np.ndarray or None
+        Shape (K,), in [lambda_min(pi_k), 1): ``lam[k]`` is the lag-1 autocorrelation
+        lambda_k of client k's two-state Markov chain, for the Markov-type oracles
+        (markov, clustered, bernoulli); None where the law is no such chain.
+    """
 
     pi: np.ndarray
     lam: np.ndarray | None = None
@@ -48,10 +57,34 @@ def ram_probabilities(
     rng: np.random.Generator,
     rare_rho: Sequence[float] | None = None,
 ) -> np.ndarray:
-    """RAM law as in the paper's experiments: rho_i ~ U(0, 1) normalised, sorted so the
-    ``num_rare`` least likely users are the last ids. ``rare_rho`` pins those users'
-    probabilities (Table 1: 0.0107, 0.0078, 0.0053); the others then share the rest,
-    each above the largest rare one."""
+    """Generate the RAM law rho of the Fed-CVaR-Avg paper's experiments.
+
+    rho_i ~ U(0, 1) normalised, sorted so the ``num_rare`` least likely users are the
+    last ids.
+
+    Parameters
+    ----------
+    num_clients : int
+        K, the number of clients, >= 1.
+    num_rare : int
+        How many of them are rare (the last ids), in 0..K.
+    rng : np.random.Generator
+        Source of the uniforms.
+    rare_rho : sequence of float, optional
+        Pins the rare users' probabilities (Table 1: 0.0107, 0.0078, 0.0053); the
+        others then share the rest, each above the largest rare one.
+
+    Returns
+    -------
+    np.ndarray
+        rho, shape (K,): probabilities summing to 1, in descending order.
+
+    Raises
+    ------
+    ValueError
+        If ``rare_rho`` does not hold ``num_rare`` values, or the values plus
+        (K - num_rare) x their max reach 1.
+    """
     if rare_rho is None:
         u = rng.uniform(size=num_clients)
         return np.sort(u / u.sum())[::-1].copy()
@@ -69,15 +102,45 @@ def ram_probabilities(
 
 
 def ram_relay(rho: np.ndarray, m: int, seed: int, server_round: int) -> list[int]:
-    """The RAM's draw for one round: m distinct clients, i.i.d. across rounds, by rho."""
+    """Draw the clients the RAM relays in one round (Fed-CVaR-Avg Sec. 1-2, Fig. 1).
+
+    m distinct clients by rho, i.i.d. across rounds, from the ``ram-relay`` stream.
+
+    Parameters
+    ----------
+    rho : np.ndarray
+        The categorical law over the K clients: probabilities summing to 1.
+    m : int
+        Clients relayed per round, in 1..(number of clients with rho > 0).
+    seed, server_round : int
+        The scenario seed and the server round (>= 1) that seed the draw.
+
+    Returns
+    -------
+    list of int
+        The relayed client ids, ascending.
+    """
     rng = stream("ram-relay", seed, server_round)
     return sorted(int(i) for i in rng.choice(len(rho), size=m, replace=False, p=rho))
 
 
 # ------------------------------------------------- Markov chains (CA-Fed, Bernoulli)
 def markov_lambda_min(pi: np.ndarray) -> np.ndarray:
-    """Smallest lambda for which P(1->1) = lambda + (1 - lambda) pi and
-    P(0->1) = (1 - lambda) pi are probabilities: -min(pi, 1 - pi) / max(pi, 1 - pi)."""
+    """Compute the smallest valid lambda of each two-state chain.
+
+    The smallest lambda for which P(1->1) = lambda + (1 - lambda) pi and
+    P(0->1) = (1 - lambda) pi are probabilities: -min(pi, 1 - pi) / max(pi, 1 - pi).
+
+    Parameters
+    ----------
+    pi : np.ndarray
+        Stationary availabilities, probabilities in [0, 1].
+
+    Returns
+    -------
+    np.ndarray
+        lambda_min, same shape, in [-1, 0].
+    """
     pi = np.asarray(pi, dtype=float)
     return -np.minimum(pi, 1 - pi) / np.maximum(pi, 1 - pi)
 
@@ -89,8 +152,22 @@ def check_markov_law(
     pi_field: str = "availability.params.pi",
     lam_field: str = "availability.params.lam",
 ) -> None:
-    """Raise ValueError, naming the field and entry, unless every chain is valid:
-    pi in [0, 1] and lambda in [lambda_min(pi), 1) (lambda = 1 never switches)."""
+    """Check that every chain (pi_k, lambda_k) is a valid two-state Markov chain.
+
+    Valid: pi in [0, 1] and lambda in [lambda_min(pi), 1) (lambda = 1 never switches).
+
+    Parameters
+    ----------
+    pi, lam : np.ndarray
+        Each chain's stationary availability and lag-1 autocorrelation, shape (K,).
+    pi_field, lam_field : str
+        The names the errors give them (scenario field paths).
+
+    Raises
+    ------
+    ValueError
+        Naming the field and entry, unless every chain is valid.
+    """
     if pi.ndim != 1 or pi.shape != lam.shape:
         raise ValueError(f"{lam_field}: has {lam.size} entries, {pi_field} has {pi.size}")
     bad = np.flatnonzero(~((pi >= 0) & (pi <= 1)))  # NaN too
@@ -109,32 +186,90 @@ def check_markov_law(
 
 
 def fedar_spread(num_clients: int, p_min: float) -> np.ndarray:
-    """Bernoulli p_k "varying from p_min to 1" (FedAR Sec. 6.1, which gives no more
-    detail): evenly spaced from 1 (client 0) down to p_min (the last client)."""
+    """Spread Bernoulli p_k "varying from p_min to 1" (FedAR Sec. 6.1).
+
+    The paper gives no more detail: evenly spaced from 1 (client 0) down to p_min (the
+    last client).
+
+    Parameters
+    ----------
+    num_clients : int
+        K, >= 1.
+    p_min : float
+        The last client's probability, in [0, 1].
+
+    Returns
+    -------
+    np.ndarray
+        p, shape (K,), descending from 1 to ``p_min``.
+    """
     return np.linspace(1.0, p_min, num_clients)
 
 
 def markov_activation(pi: np.ndarray, lam: np.ndarray, state: np.ndarray | None) -> np.ndarray:
-    """P(active next round | state) = lambda * state + (1 - lambda) pi, i.e.
+    """Compute each chain's probability of being active in the next round.
+
+    P(active next round | state) = lambda * state + (1 - lambda) pi, i.e.
     P(1->1) = lambda + (1 - lambda) pi and P(0->1) = (1 - lambda) pi (CA-Fed Sec. V-A,
-    second eigenvalue lambda); the stationary pi when there is no previous state."""
+    second eigenvalue lambda).
+
+    Parameters
+    ----------
+    pi, lam : np.ndarray
+        Stationary availability (in [0, 1]) and lag-1 autocorrelation of each chain.
+    state : np.ndarray or None
+        Active flags (bool or 0/1) of the chains in the current round; None before the
+        first round.
+
+    Returns
+    -------
+    np.ndarray
+        Probabilities in [0, 1]; the stationary pi when there is no previous state.
+    """
     return pi if state is None else lam * state + (1 - lam) * pi
 
 
 def markov_step(
     pi: np.ndarray, lam: np.ndarray, state: np.ndarray | None, seed: int, server_round: int
 ) -> np.ndarray:
-    """The chains' states in ``server_round`` given those of the round before (None
-    before round 1): chain j is active when its uniform from the (seed, round) stream
-    falls below :func:`markov_activation`."""
+    """Step the chains to ``server_round`` from the states of the round before.
+
+    Chain j is active when its uniform from the ``markov-step`` stream seeded by
+    (seed, round) falls below :func:`markov_activation`.
+
+    Parameters
+    ----------
+    pi, lam : np.ndarray
+        Stationary availability (in [0, 1]) and lag-1 autocorrelation of each chain.
+    state : np.ndarray or None
+        The chains' active flags in ``server_round - 1``; None before round 1.
+    seed, server_round : int
+        The scenario seed and the server round (>= 1) that seed the uniforms.
+
+    Returns
+    -------
+    np.ndarray
+        The chains' active flags (bool) in ``server_round``.
+    """
     u = stream("markov-step", seed, server_round).random(pi.size)
     return u < markov_activation(pi, lam, state)
 
 
 class MarkovChains:
-    """Independent two-state chains (pi_j, lambda_j): their states in round r are a pure
-    function of (seed, r). Rounds are stepped in order once (:func:`markov_step`) and
-    cached as packed bits: O(chains) per new round, any access order."""
+    """Independent two-state chains (pi_j, lambda_j), replayable by round.
+
+    Their states in round r are a pure function of (seed, r). Rounds are stepped in
+    order once (:func:`markov_step`) and cached as packed bits: O(chains) per new round,
+    any access order.
+
+    Parameters
+    ----------
+    pi, lam : np.ndarray
+        Each chain's stationary availability and lag-1 autocorrelation, shape (J,);
+        valid chains (:func:`check_markov_law`).
+    seed : int
+        The scenario seed.
+    """
 
     def __init__(self, pi: np.ndarray, lam: np.ndarray, seed: int) -> None:
         self.pi, self.lam, self.seed = pi, lam, seed
@@ -142,7 +277,23 @@ class MarkovChains:
         self._state: np.ndarray | None = None  # chain states of the last stepped round
 
     def states(self, server_round: int) -> np.ndarray:
-        """Active flags of the chains in ``server_round`` (>= 1)."""
+        """Return the active flags of the chains in ``server_round``.
+
+        Parameters
+        ----------
+        server_round : int
+            Server round, >= 1.
+
+        Returns
+        -------
+        np.ndarray
+            Shape (J,), bool.
+
+        Raises
+        ------
+        ValueError
+            If ``server_round`` < 1.
+        """
         if server_round < 1:
             raise ValueError(f"rounds start at 1, got {server_round}")
         while len(self._bits) < server_round:
@@ -156,10 +307,30 @@ class MarkovChains:
 def ca_fed_markov_law(
     num_clients: int, g: float, nu: float, eps: float, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(pi, lambda) of the CA-Fed paper's clients (Sec. V-A a): the first half "more
-    available" (pi = 1/2 + g), the second half "less available" (pi = 1/2 - g); each half
-    splits into "correlated" clients (lambda = nu, first) and "weakly correlated" ones
-    (lambda ~ N(0, eps^2), clipped to [lambda_min(pi), 1))."""
+    """Generate (pi, lambda) of the CA-Fed paper's clients (Sec. V-A a).
+
+    The first half "more available" (pi = 1/2 + g), the second half "less available"
+    (pi = 1/2 - g); each half splits into "correlated" clients (lambda = nu, first) and
+    "weakly correlated" ones (lambda ~ N(0, eps^2), clipped to [lambda_min(pi), 1)).
+
+    Parameters
+    ----------
+    num_clients : int
+        K, >= 1.
+    g : float
+        Availability gap, in [0, 1/2].
+    nu : float
+        The correlated clients' lambda, < 1.
+    eps : float
+        Standard deviation of the weakly correlated clients' lambda, >= 0.
+    rng : np.random.Generator
+        Source of the normal draws.
+
+    Returns
+    -------
+    pi, lam : np.ndarray
+        Shape (K,) each.
+    """
     pi = np.empty(num_clients)
     lam = np.empty(num_clients)
     for half, p in zip(np.array_split(np.arange(num_clients), 2), (0.5 + g, 0.5 - g)):
@@ -172,26 +343,65 @@ def ca_fed_markov_law(
 
 
 def ca_fed_cluster_law(num_clusters: int, g: float) -> tuple[np.ndarray, np.ndarray]:
-    """(pi_c, lambda_c) of the CA-Fed spatial-correlation experiment (Sec. V-B e): the
-    first half of the clusters "more available" (pi = 1/2 + g, lambda = 0), the others
-    "less available, correlated" (pi = 1/2 - g, lambda_c = c / C); with C = 10, g = 0.4:
-    pi = 0.9 for c = 0..4, pi = 0.1 and lambda = 0.5..0.9 for c = 5..9."""
+    """Generate (pi_c, lambda_c) of CA-Fed's spatial-correlation experiment (Sec. V-B e).
+
+    The first half of the clusters "more available" (pi = 1/2 + g, lambda = 0), the
+    others "less available, correlated" (pi = 1/2 - g, lambda_c = c / C); with C = 10,
+    g = 0.4: pi = 0.9 for c = 0..4, pi = 0.1 and lambda = 0.5..0.9 for c = 5..9.
+
+    Parameters
+    ----------
+    num_clusters : int
+        C, >= 1.
+    g : float
+        Availability gap, in [0, 1/2].
+
+    Returns
+    -------
+    pi, lam : np.ndarray
+        Shape (C,) each.
+    """
     c = np.arange(num_clusters)
     more = c < (num_clusters + 1) // 2
     return np.where(more, 0.5 + g, 0.5 - g), np.where(more, 0.0, c / num_clusters)
 
 
 def contiguous_clusters(num_clients: int, num_clusters: int) -> np.ndarray:
-    """Cluster of each client: equal contiguous blocks of ids (client k -> k C // N)."""
+    """Assign clients to clusters in equal contiguous blocks of ids (k -> k C // N).
+
+    Parameters
+    ----------
+    num_clients, num_clusters : int
+        N and C, both >= 1.
+
+    Returns
+    -------
+    np.ndarray
+        Shape (N,): each client's cluster, in 0..C-1.
+    """
     return np.arange(num_clients) * num_clusters // num_clients
 
 
 def label_permutation(pi: np.ndarray, client_classes: Sequence[Sequence[int]]) -> np.ndarray:
-    """Label-correlated availability: ``perm`` such that client k takes the generated
-    parameters of client ``perm[k]``. Clients in ascending order of the mean id of the
+    """Permute generated availability parameters so that they follow the labels.
+
+    Label-correlated availability: clients in ascending order of the mean id of the
     classes they hold receive the generated parameters in descending order of pi (ties
     keep id order): clients holding lower class ids are more available. Only who gets
-    which (pi, lambda) changes, not their values."""
+    which (pi, lambda) changes, not their values.
+
+    Parameters
+    ----------
+    pi : np.ndarray
+        The generated availabilities, shape (K,).
+    client_classes : sequence of sequence of int
+        The class ids each client holds, one non-empty sequence per client.
+
+    Returns
+    -------
+    np.ndarray
+        ``perm``, shape (K,): client k takes the generated parameters of ``perm[k]``.
+    """
     mean_class = np.array([np.mean(c) for c in client_classes])
     perm = np.empty(len(pi), dtype=int)
     perm[np.argsort(mean_class, kind="stable")] = np.argsort(-np.asarray(pi), kind="stable")
@@ -200,13 +410,43 @@ def label_permutation(pi: np.ndarray, client_classes: Sequence[Sequence[int]]) -
 
 # ------------------------------------------------------------------------- cyclic
 def evenly_spread_phases(num_clients: int, period: int) -> np.ndarray:
-    """Default phases: client k starts its window at round k P // N + 1."""
+    """Compute the default phases: client k starts its window at round k P // N + 1.
+
+    Parameters
+    ----------
+    num_clients : int
+        N, >= 1.
+    period : int
+        P, in rounds, >= 1.
+
+    Returns
+    -------
+    np.ndarray
+        Shape (N,): phases in 0..P-1.
+    """
     return np.arange(num_clients) * period // num_clients
 
 
 def cyclic_active(server_round: int, period: int, window: int, phase: np.ndarray) -> np.ndarray:
-    """Client k is active in the rounds r with (r - 1 - phase_k) mod period < window:
-    ``window`` consecutive rounds of every ``period``, starting at round phase_k + 1."""
+    """Flag the clients active in ``server_round`` under cyclic availability.
+
+    Client k is active in the rounds r with (r - 1 - phase_k) mod period < window:
+    ``window`` consecutive rounds of every ``period``, starting at round phase_k + 1.
+
+    Parameters
+    ----------
+    server_round : int
+        Server round, >= 1.
+    period, window : int
+        P and w, in rounds: 1 <= w <= P.
+    phase : np.ndarray
+        Each client's phase, in 0..P-1.
+
+    Returns
+    -------
+    np.ndarray
+        Shape of ``phase``, bool.
+    """
     return (server_round - 1 - phase) % period < window
 
 
@@ -214,8 +454,25 @@ def cyclic_active(server_round: int, period: int, window: int, phase: np.ndarray
 def connected_sample(
     connected: Sequence[int], m: int | None, seed: int, server_round: int
 ) -> list[int]:
-    """Round ``server_round``'s relayed ids: all ``connected`` ones, or ``m`` of them
-    drawn uniformly without replacement by a generator seeded by (seed, round)."""
+    """Choose the ids relayed in ``server_round`` among the connected ones.
+
+    All ``connected`` ones, or ``m`` of them drawn uniformly without replacement from
+    the ``connected-sample`` stream seeded by (seed, round).
+
+    Parameters
+    ----------
+    connected : sequence of int
+        Partition ids of the connected clients.
+    m : int or None
+        How many to relay, >= 1; None: all of them.
+    seed, server_round : int
+        The scenario seed and the server round (>= 1) that seed the draw.
+
+    Returns
+    -------
+    list of int
+        The relayed ids, ascending.
+    """
     ids = sorted(int(i) for i in connected)
     if m is None or len(ids) <= m:
         return ids
