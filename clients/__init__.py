@@ -1,8 +1,10 @@
-"""Local objectives (imported as ``fedram_flwr.clients``): the legacy NumPyClients, and
-the Message-API building blocks a user's ``@app.train()`` / ``@app.evaluate()`` calls
-(:mod:`fedram_flwr.clients.message`), both over one local fit per objective; with the
-client side of the partition-id contract (``partition_id_query``), everything a
-Message-API ClientApp imports from the project."""
+"""Local objectives, imported as ``fedram_flwr.clients``.
+
+The legacy NumPyClients, and the Message-API building blocks a user's ``@app.train()`` /
+``@app.evaluate()`` calls (:mod:`fedram_flwr.clients.message`), both over one local fit
+per objective; with the client side of the partition-id contract
+(``partition_id_query``), everything a Message-API ClientApp imports from the project.
+"""
 
 from fedram_flwr.clients.ca_fed import CAFedClient
 from fedram_flwr.clients.cvar import CVaRClient

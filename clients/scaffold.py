@@ -17,7 +17,20 @@ from fedram_flwr.training import LocalTrainer
 
 
 def control_variate(state: RecordDict, like: NDArrays) -> NDArrays:
-    """c_i from the persistent state, zeros shaped ``like`` the first time."""
+    """Return c_i from the persistent state, zeros shaped ``like`` the first time.
+
+    Parameters
+    ----------
+    state : RecordDict
+        The client's ``Context.state``.
+    like : NDArrays
+        Arrays shaped like the model's.
+
+    Returns
+    -------
+    NDArrays
+        c_i.
+    """
     if SCAFFOLD_CONTROL in state:
         return state[SCAFFOLD_CONTROL].to_numpy_ndarrays()
     return [np.zeros_like(a) for a in like]
@@ -32,13 +45,33 @@ OPTION_II = (
 def fit_scaffold(
     trainer: LocalTrainer, parameters: NDArrays, config: Mapping[str, Any], state: RecordDict
 ) -> FitResult:
-    """Receives (x, c); runs K local SGD steps on g_i(y) - c_i + c; sets c_i by option II
-    (line 12) and keeps it in ``state`` (``Context.state``; zero before the first round it
-    trains); returns (y_i, c_i^+ - c_i) and metrics ``train-loss``. K is the number of
-    steps local SGD took (``local_steps``, or epochs x batches). The app's optimizer is
-    taken only if it is plain SGD (``torch.optim.SGD`` without momentum): the correction
-    c - c_i is added to every gradient before its step, and option II reads eta_l from it;
-    any other is refused with :data:`OPTION_II` as the reason."""
+    """Run SCAFFOLD's local steps and control update (Alg. 1 lines 7-13, option II).
+
+    Runs K local SGD steps on g_i(y) - c_i + c; sets c_i by option II (line 12:
+    c_i+ = c_i - c + (x - y_i) / (K eta_l)) and keeps it in ``state`` (zero before the
+    first round it trains). K is the number of steps local SGD took (``local_steps``,
+    or epochs x batches). The app's optimizer is taken only if it is plain SGD
+    (``torch.optim.SGD`` without momentum): the correction c - c_i is added to every
+    gradient before its step, and option II reads eta_l from it; any other is refused
+    with :data:`OPTION_II` as the reason.
+
+    Parameters
+    ----------
+    trainer : LocalTrainer
+        The client's model, data and training settings.
+    parameters : NDArrays
+        (x, c): the model's arrays, then the server's control variate shaped like them.
+    config : Mapping[str, Any]
+        The round's train config (``server-round``, optional ``lr``, ``local-epochs``).
+    state : RecordDict
+        The client's persistent ``Context.state`` (keeps c_i).
+
+    Returns
+    -------
+    FitResult
+        Flower's fit triple: (y_i, c_i^+ - c_i), m_i (the client's number of examples) and the
+        fit metrics (``train-loss``).
+    """
     x, c = split_model_control(parameters)
     c_i = control_variate(state, c)
     device = next(trainer.model.parameters()).device
@@ -52,6 +85,9 @@ def fit_scaffold(
 
 
 class ScaffoldClient(ERMClient):
-    """SCAFFOLD's NumPyClient: :func:`fit_scaffold` with c_i in its ``Context.state``."""
+    """SCAFFOLD's NumPyClient: :func:`fit_scaffold` with c_i in its ``Context.state``.
+
+    Constructor parameters: :class:`~fedram_flwr.clients.erm.ERMClient`'s.
+    """
 
     local_fit = staticmethod(fit_scaffold)
