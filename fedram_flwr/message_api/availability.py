@@ -1,5 +1,6 @@
-"""Availability for any Message-API strategy: only the nodes an oracle makes available in a
-server round train and evaluate in it.
+"""Availability for any Message-API strategy, decided by an oracle.
+
+Only the nodes an oracle makes available in a server round train and evaluate in it.
 
 Flower 1.39's Message API has no availability model and no sampling hook: ``FedAvg``
 (and every strategy built on it: FedProx, FedAdam, QFedAvg, ...) picks nodes in
@@ -89,18 +90,43 @@ __all__ = ["MAX_POLLS", "AvailabilityStrategy", "RoundView", "with_availability"
 
 
 class AvailabilityStrategy(Strategy):
-    """A Message-API strategy (``strategy``, unchanged) that trains and evaluates round r
-    on exactly the nodes ``oracle`` makes available in round r (see the module
-    docstring). Attributes not defined here are the wrapped strategy's.
+    """A Message-API strategy that trains round r only on the oracle's nodes of round r.
 
-    Settings: ``wait_timeout`` (s; default the oracle's): how long the first round
-    waits for the nodes the oracle needs; ``query_timeout`` (s, > 0; default the
-    oracle's ``wait_timeout``): how long the partition-id query waits for answers;
-    ``poll_interval`` (s): between two looks at the grid while waiting;
-    ``max_failed_rounds``: rounds in a row in which every selected node failed before the
-    run stops (for a strategy without a guard of its own).
-    ``relayed[r]``: the partition ids round r relayed; ``connected[r]``: under the
-    ``connected`` oracle, the partitions connected when round r was configured."""
+    ``strategy`` (unchanged) trains and evaluates round r on exactly the nodes
+    ``oracle`` makes available in round r (see the module docstring). Attributes not
+    defined here are the wrapped strategy's.
+
+    Parameters
+    ----------
+    strategy : Strategy
+        Any Message-API strategy.
+    oracle : OracleClientManager
+        Decides who is available (:mod:`fedram_flwr.availability`).
+    wait_timeout : float, optional
+        Seconds, >= 0, the first round waits for the nodes the oracle needs; default
+        the oracle's ``wait_timeout``.
+    query_timeout : float, optional
+        Seconds, > 0, the partition-id query waits for answers; default the oracle's
+        ``wait_timeout``.
+    poll_interval : float
+        Seconds, >= 0, between two looks at the grid while waiting.
+    max_failed_rounds : int
+        Rounds in a row in which every selected node failed before the run stops (for
+        a strategy without a guard of its own), >= 1.
+
+    Attributes
+    ----------
+    relayed : dict of int to list of int
+        Round r -> the partition ids round r relayed.
+    connected : dict of int to list of int
+        Under the ``connected`` oracle, round r -> the partitions connected when round
+        r was configured.
+
+    Raises
+    ------
+    ValueError
+        If ``max_failed_rounds``, a timeout or the poll interval is out of range.
+    """
 
     def __init__(
         self,
@@ -135,20 +161,23 @@ class AvailabilityStrategy(Strategy):
 
     # ---------------------------------------------------------- Strategy methods
     def summary(self) -> None:
-        """The wrapped strategy's summary, then the oracle that picks the nodes."""
+        """Log the wrapped strategy's summary, then the oracle that picks the nodes."""
         self.strategy.summary()
         log(INFO, "\t└──> Availability: %s oracle picks the nodes", type(self.oracle).__name__)
 
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        """The strategy's training messages, sent to the round's available nodes."""
+        """Configure the strategy's training, sent to the round's available nodes.
+
+        Arguments as for Flower's ``Strategy.configure_train``; ``server_round`` >= 1.
+        """
         return self._relay(self.strategy.configure_train, server_round, arrays, config, grid)
 
     def configure_evaluate(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        """The strategy's evaluation messages, sent to the same nodes as its training."""
+        """Configure the strategy's evaluation, sent to the same nodes as its training."""
         return self._relay(self.strategy.configure_evaluate, server_round, arrays, config, grid)
 
     def start(
@@ -161,25 +190,38 @@ class AvailabilityStrategy(Strategy):
         evaluate_config: ConfigRecord | None = None,
         evaluate_fn: Callable[[int, ArrayRecord], Any] | None = None,
     ) -> Any:
-        """Flower's ``start`` loop through this wrapper; a wrapped strategy with its own
-        preparation (``prepare_start``: the project's reset their state and add t, eta,
-        ... to ``evaluate_fn``'s metrics) gets it, as under its own ``start``."""
+        """Run Flower's ``start`` loop through this wrapper.
+
+        A wrapped strategy with its own preparation (``prepare_start``: the project's
+        reset their state and add t, eta, ... to ``evaluate_fn``'s metrics) gets it, as
+        under its own ``start``. Arguments and result as for Flower's ``Strategy.start``.
+        """
         evaluate_fn = self.prepare_start(initial_arrays, evaluate_fn)
         return super().start(
             grid, initial_arrays, num_rounds, timeout, train_config, evaluate_config, evaluate_fn
         )
 
     def prepare_start(self, initial_arrays: ArrayRecord, evaluate_fn: Any) -> Any:
-        """The wrapped strategy's ``prepare_start`` (if it has one), else ``evaluate_fn``;
-        no failed rounds counted yet."""
+        """Reset the failed-round count and run the wrapped strategy's ``prepare_start``.
+
+        Returns its result if it has one, else ``evaluate_fn``.
+        """
         self.failed_rounds = FailedRounds(self.failed_rounds.limit)
         prepare = getattr(self.strategy, "prepare_start", None)
         return prepare(initial_arrays, evaluate_fn) if callable(prepare) else evaluate_fn
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]) -> Any:
-        """The strategy's aggregation of the round's replies; unless it guards its rounds
-        itself, the refused ones (NaN, inf, a node's second reply) left out and the
-        round counted (:mod:`~fedram_flwr.message_api.round_guard`)."""
+        """Aggregate the round's replies with the wrapped strategy.
+
+        Unless it guards its rounds itself, the refused ones (NaN, inf, a node's second
+        reply) are left out and the round counted
+        (:mod:`~fedram_flwr.message_api.round_guard`).
+
+        Raises
+        ------
+        FailedRoundsError
+            After ``max_failed_rounds`` rounds in a row in which every node failed.
+        """
         if isinstance(getattr(self.strategy, "failed_rounds", None), FailedRounds):
             return self.strategy.aggregate_train(server_round, replies)
         replies, name = list(replies), type(self.strategy).__name__
@@ -202,12 +244,33 @@ class AvailabilityStrategy(Strategy):
         return self.strategy.aggregate_train(server_round, valid + errors)
 
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> Any:
+        """Aggregate the round's evaluation replies with the wrapped strategy."""
         return self.strategy.aggregate_evaluate(server_round, replies)
 
     # ----------------------------------------------------------- availability
     def available_nodes(self, server_round: int, grid: Grid) -> list[int]:
-        """Node ids available in ``server_round``, in partition-id order (computed once
-        per round: training and evaluation share it)."""
+        """Return the node ids available in ``server_round``, in partition-id order.
+
+        Computed once per round: training and evaluation share it.
+
+        Parameters
+        ----------
+        server_round : int
+            Server round, >= 1.
+        grid : Grid
+            The real grid.
+
+        Returns
+        -------
+        list of int
+            Node ids; empty when nobody is available.
+
+        Raises
+        ------
+        AvailabilityError
+            If the nodes, or their answers to the partition-id query, do not come within
+            the timeouts, or two nodes report one partition id.
+        """
         if self._round is not None and self._round[0] == server_round:
             return list(self._round[1])
         if isinstance(self.oracle, ConnectedClientManager):
@@ -246,8 +309,10 @@ class AvailabilityStrategy(Strategy):
         config: ConfigRecord,
         grid: Grid,
     ) -> list[Message]:
-        """``configure`` run on the round's view of the grid, its messages readdressed
-        to the round's available nodes."""
+        """Run ``configure`` on the round's view of the grid.
+
+        Its messages go to the round's available nodes.
+        """
         nodes, name = self.available_nodes(server_round, grid), type(self.strategy).__name__
         picks = getattr(self.strategy, "picks_among_available", False) is True
         need = len(nodes) if picks else max([len(nodes), *minimum_sizes(self.strategy)])
@@ -272,8 +337,11 @@ class AvailabilityStrategy(Strategy):
         return messages
 
     def _wait_for_nodes(self, grid: Grid, count: int, setting: str) -> list[int]:
-        """The grid's node ids once at least ``count`` are connected; waits at most
-        ``wait_timeout`` s, then raises naming ``setting`` (what decides ``count``)."""
+        """Return the grid's node ids once at least ``count`` are connected.
+
+        Waits at most ``wait_timeout`` s, then raises naming ``setting`` (what decides
+        ``count``).
+        """
         start = time.monotonic()
         while True:
             ids = sorted({int(i) for i in grid.get_node_ids()})
@@ -290,8 +358,10 @@ class AvailabilityStrategy(Strategy):
             time.sleep(min(self.poll_interval, self.wait_timeout - waited))
 
     def _learn_partitions(self, grid: Grid) -> None:
-        """Learn every node's partition id, once: exactly one node per partition the
-        oracle knows."""
+        """Learn every node's partition id, once.
+
+        Exactly one node per partition the oracle knows.
+        """
         n = self.oracle.num_clients
         if len(self.partition_of) == n:
             return
@@ -307,10 +377,12 @@ class AvailabilityStrategy(Strategy):
         self.partition_of = self._ask_partitions(grid, ids, all_must_answer=True)
 
     def _connected_nodes(self, grid: Grid, *, first: bool) -> dict[int, int]:
-        """Partition id -> node id of the connected nodes (``connected`` oracle): the
-        first round waits for ``min_clients`` of them; nodes not seen before are asked
+        """Map partition id -> node id of the connected nodes (``connected`` oracle).
+
+        The first round waits for ``min_clients`` of them; nodes not seen before are asked
         their partition id (one that does not answer in time is asked again next
-        round); a partition that reconnected under a new node id is that node."""
+        round); a partition that reconnected under a new node id is that node.
+        """
         ids = (
             self._wait_for_nodes(
                 grid,
@@ -328,10 +400,12 @@ class AvailabilityStrategy(Strategy):
     def _ask_partitions(
         self, grid: Grid, nodes: list[int], *, all_must_answer: bool
     ) -> dict[int, int]:
-        """Node id -> partition id of ``nodes``, asked with one ``"query.partition_id"``
-        message each (:func:`partition_id_query` answers); checked: an int in
-        0..num_clients-1, unique among the nodes known. The m_i a node reports join
-        ``num_examples``."""
+        """Ask ``nodes`` their partition ids: node id -> partition id.
+
+        One ``"query.partition_id"`` message each (:func:`partition_id_query` answers);
+        checked: an int in 0..num_clients-1, unique among the nodes known. The m_i a
+        node reports join ``num_examples``.
+        """
         n = self.oracle.num_clients
         answers: dict[int, int] = {}
         for reply in ask_partitions(grid, nodes, self.query_timeout):
@@ -360,8 +434,20 @@ class AvailabilityStrategy(Strategy):
 def with_availability(
     strategy: Strategy, oracle: OracleClientManager, **settings: float
 ) -> AvailabilityStrategy:
-    """``strategy`` (any Message-API strategy, unchanged) training and evaluating each
-    round on exactly ``oracle``'s available nodes; ``settings``: ``wait_timeout``,
-    ``query_timeout``, ``poll_interval``, ``max_failed_rounds`` of
-    :class:`AvailabilityStrategy`."""
+    """Wrap ``strategy`` so that each round trains and evaluates on ``oracle``'s nodes.
+
+    Parameters
+    ----------
+    strategy : Strategy
+        Any Message-API strategy, unchanged.
+    oracle : OracleClientManager
+        Decides who is available in each round.
+    **settings : float
+        ``wait_timeout``, ``query_timeout``, ``poll_interval``, ``max_failed_rounds`` of
+        :class:`AvailabilityStrategy`.
+
+    Returns
+    -------
+    AvailabilityStrategy
+    """
     return AvailabilityStrategy(strategy, oracle, **settings)
