@@ -1,7 +1,8 @@
 """Availability: who participates in each round, decided by an oracle, never the server.
 
-- :mod:`.laws`: the pure laws, numpy only: (seed, round) -> active ids (RAM, Markov and
-  Bernoulli chains, cyclic windows, the connected subsample) and :class:`HiddenLaw`;
+- :mod:`.laws`: the pure laws, numpy only: (seed, round) -> active ids (RAM, cyclic
+  windows, the connected subsample) and :class:`HiddenLaw`; :mod:`.markov`: the Markov
+  and Bernoulli chains and the papers' generators of their (pi, lambda);
 - :mod:`.manager`: the legacy Flower ClientManager base every oracle shares (partition
   ids, bounded waits, the round counter) and :class:`AvailabilityError`;
 - :mod:`.oracles`: ``ram``, ``bernoulli``, ``markov``/``clustered``, ``cyclic``,
@@ -17,23 +18,25 @@ from fedram_flwr.availability.connected import ConnectedClientManager, Reporting
 from fedram_flwr.availability.fedscale import fedscale_matrix, read_fedscale
 from fedram_flwr.availability.laws import (
     HiddenLaw,
+    connected_sample,
+    cyclic_active,
+    evenly_spread_phases,
+    ram_probabilities,
+    ram_relay,
+)
+from fedram_flwr.availability.manager import AvailabilityError, OracleClientManager
+from fedram_flwr.availability.markov import (
     MarkovChains,
     ca_fed_cluster_law,
     ca_fed_markov_law,
     check_markov_law,
-    connected_sample,
     contiguous_clusters,
-    cyclic_active,
-    evenly_spread_phases,
     fedar_spread,
     label_permutation,
     markov_activation,
     markov_lambda_min,
     markov_step,
-    ram_probabilities,
-    ram_relay,
 )
-from fedram_flwr.availability.manager import AvailabilityError, OracleClientManager
 from fedram_flwr.availability.nonstationary import (
     DYNAMICS,
     NonStationaryClientManager,

@@ -1,6 +1,7 @@
 """The emulated availability oracles: thin ClientManagers over the laws.
 
-The laws are :mod:`fedram_flwr.availability.laws`'s; each oracle is registered by short
+The laws are :mod:`fedram_flwr.availability.laws`'s and
+:mod:`fedram_flwr.availability.markov`'s; each oracle is registered by short
 name in the registry.
 
 - ``ram``: Random Access Model (Fed-CVaR-Avg), m clients per round drawn by rho;
@@ -22,14 +23,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from fedram_flwr.availability.laws import (
-    HiddenLaw,
-    MarkovChains,
-    check_markov_law,
-    cyclic_active,
-    ram_relay,
-)
+from fedram_flwr.availability.laws import HiddenLaw, cyclic_active, ram_relay
 from fedram_flwr.availability.manager import AvailabilityError, OracleClientManager
+from fedram_flwr.availability.markov import MarkovChains, check_markov_law
 
 
 class RandomAccessClientManager(OracleClientManager):
@@ -101,7 +97,7 @@ class MarkovClientManager(OracleClientManager):
     lag-1 autocorrelation is lambda_j. Client k follows chain ``cluster_of[k]`` (default:
     its own chain; shared chains are CA-Fed V-B e's spatial correlation). Every active
     client is relayed.
-    The chains' states are :class:`~fedram_flwr.availability.laws.MarkovChains`'s: a
+    The chains' states are :class:`~fedram_flwr.availability.markov.MarkovChains`'s: a
     pure function of (seed, round), in any access order.
 
     Parameters
