@@ -87,8 +87,8 @@ class ERMClient(NumPyClient):
     weight_decay : float
         SGD's L2 weight decay, >= 0.
     drop_last : bool
-        ``training.drop_last``: drop each pass's last incomplete batch (see
-        ``local_sgd``).
+        ``training.drop_last``: floor(n / B) full batches per pass, not ceil(n / B) (see
+        ``local_sgd``, :func:`~fedram_flwr.client_data.batches_per_pass`).
     state : RecordDict, optional
         The client's persistent ``Context.state`` (Flower re-creates client objects;
         what must survive between rounds lives there); None: a fresh one.

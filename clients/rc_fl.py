@@ -38,7 +38,7 @@ def fit_rcfl(
         (omega, eta): the model's arrays, then eta as one more 1-element array.
     config : Mapping[str, Any]
         The round's train config (``server-round``, optional ``lr``, ``local-epochs``, and
-        ``rcfl-alpha`` (alpha_i, in [p_i, 1]), ``rcfl-p`` (p_i, a probability in (0, 1]),
+        ``rcfl-alpha`` (alpha_i, in [p_i, 1]), ``rcfl-p`` (p_i = m_i / m, in (0, 1]),
         ``rcfl-mu`` (mu > 0, the softplus smoothing), ``lr-eta`` (beta_eta > 0; beta is ``lr``)).
     state : RecordDict
         The client's persistent ``Context.state`` (unused).

@@ -97,7 +97,8 @@ class ConnectedClientManager(OracleClientManager):
     retry_after : int, optional
         Rounds (>= 0) a failed client is left out; None: until it reconnects.
     wait_timeout : float
-        Seconds, >= 0, the first round waits for ``min_clients``.
+        Seconds, >= 0, the first round waits for ``min_clients``; also how long a
+        partition-id question may take.
     """
 
     def __init__(
