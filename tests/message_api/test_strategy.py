@@ -169,7 +169,7 @@ def test_start_reports_rfedfairs_eta_and_its_averaged_omega() -> None:
     def evaluate_fn(rnd: int, arrays: ArrayRecord) -> MetricRecord:
         return MetricRecord({"loss": float(sum(a.sum() for a in arrays.to_numpy_ndarrays()))})
 
-    strategy = message_api.RFedFair(alpha=0.5, min_available_nodes=3, fraction_evaluate=0.0)
+    strategy = message_api.RFedFair(alpha=0.5, lr_eta=0.01, min_available_nodes=3, fraction_evaluate=0.0)
     initial = ArrayRecord({k: Array(v) for k, v in INITIAL.items()})
     result = strategy.start(
         grid=grid, initial_arrays=initial, num_rounds=2, evaluate_fn=evaluate_fn
@@ -297,7 +297,7 @@ def test_a_reply_without_partition_id_is_named() -> None:
 def test_construction_names_unknown_and_missing_arguments() -> None:
     with pytest.raises(TypeError, match=r"FedCVaRAvg: unknown argument\(s\) \['beta'\].*'alpha'"):
         message_api.FedCVaRAvg(alpha=0.1, gamma=0.1, lr_t=0.1, beta=1.0)
-    with pytest.raises(TypeError, match=r"FedAR: missing required argument\(s\) \['rho', 'g'\]"):
-        message_api.FedAR(num_clients=3, lr=0.1)
-    with pytest.raises(ValueError, match="algorithm.params.alpha"):  # the core's own check
+    with pytest.raises(TypeError, match=r"FedAR: missing required argument\(s\) \['lr'\]"):
+        message_api.FedAR(num_clients=3)
+    with pytest.raises(ValueError, match="^alpha: "):  # the core's own check
         message_api.FedCVaRAvg(alpha=2.0, gamma=0.1, lr_t=0.1)
