@@ -22,6 +22,7 @@ Flower.
 from __future__ import annotations
 
 import inspect
+import types
 import typing
 from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any, Literal
@@ -75,7 +76,7 @@ class Hyper:
     def allowed(self) -> str:
         """The allowed values as the docs and errors write them: ``(0, 1]``, ``a | b``."""
         if self.choices:
-            return " | ".join(self.choices)
+            return ", ".join(self.choices)
         if self.lo is None and self.hi is None:
             return ""
         lo = "-inf" if self.lo is None else _number(self.lo)
@@ -94,11 +95,11 @@ class Hyper:
                 if why := self.problem(f"{name}[{i}]", v, bounds):
                     return why
             return None
-        if value is None or not isinstance(value, int | float | str):
-            return None
-        if self.choices:
+        if self.choices:  # whatever its type: a callable where a name is due is refused
             if value not in self.choices:
                 return f"{name}: {value!r} is not one of the allowed values: {self.allowed()}"
+            return None
+        if value is None or not isinstance(value, int | float | str):
             return None
         if isinstance(value, str):
             return None
@@ -191,8 +192,17 @@ def core_parameters(core_type: type) -> list[inspect.Parameter]:
 def type_name(core_type: type, name: str) -> str:
     """The declared type of field ``name`` as the docs write it."""
     hint = typing.get_type_hints(core_type).get(name, Any)
-    text = getattr(hint, "__name__", None) if typing.get_origin(hint) is None else None
-    return text or str(hint).replace("typing.", "").replace("numpy.", "np.")
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join(_name(a) for a in typing.get_args(hint))
+    return _name(hint)
+
+
+def _name(hint: Any) -> str:
+    if hint is type(None):
+        return "None"
+    if typing.get_origin(hint) is None and hasattr(hint, "__name__"):
+        return hint.__name__
+    return str(hint).replace("typing.", "").replace("numpy.", "np.").replace("collections.abc.", "")
 
 
 def parameters_doc(core_type: type, leading: str = "", trailing: str = "") -> str:

@@ -31,6 +31,7 @@ from fedram_flwr.registry.oracles import MARKOV
 from fedram_flwr.registry.params import OracleInformed
 from fedram_flwr.registry.specs import AlgorithmSpec, Hidden
 
+
 # ------------------------------------------- what scenarios add beyond the cores
 @dataclass(frozen=True)
 class F3ASTInformed(OracleInformed):

@@ -13,7 +13,7 @@ from dataclasses import fields
 from typing import Any
 
 from fedram_flwr.registry.algorithms import ALGORITHMS
-from fedram_flwr.registry.params import AlgorithmParams
+from fedram_flwr.registry.params import KNOWN_READS, AlgorithmParams
 from fedram_flwr.registry.specs import AlgorithmSpec
 from fedram_flwr.strategies.hyper import declared, is_required, type_name
 
@@ -40,6 +40,8 @@ def rows(spec: AlgorithmSpec[Any]) -> list[tuple[str, str, str, str, str]]:
     core = getattr(spec.strategy, "core_type", None)
     out = []
     for f, h in declared(core) if core is not None else []:
+        if h.run in KNOWN_READS and KNOWN_READS[h.run] not in spec.reads_hidden:
+            continue  # never given to this algorithm
         if h.run is not None:
             default = f"given by the run ({h.run})"
         elif h.run_default is not None:
@@ -50,7 +52,7 @@ def rows(spec: AlgorithmSpec[Any]) -> list[tuple[str, str, str, str, str]]:
     named = {row[0] for row in out}
     for f in fields(spec.params) if core is not None else []:
         if f.name not in named:
-            allowed = " | ".join(typing.get_args(typing.get_type_hints(spec.params)[f.name]))
+            allowed = ", ".join(typing.get_args(typing.get_type_hints(spec.params)[f.name]))
             out.append((f.name, "str", f"`{f.default!r}`", allowed, ADDED.get(f.name, "")))
     return out
 
@@ -80,7 +82,7 @@ def algorithm_table(spec: AlgorithmSpec[Any]) -> str:
 
 
 def _hand_written(params: type[AlgorithmParams]) -> str:
-    return (params.__doc__ or "").split("\n\n")[0].replace("\n", " ").strip()
+    return " ".join((params.__doc__ or "").split("\n\n")[0].split())
 
 
 def parameters_markdown() -> str:

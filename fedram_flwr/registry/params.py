@@ -123,7 +123,9 @@ class OracleInformed(AlgorithmParams):
 
 
 def params_for(
-    core_type: type, base: type[AlgorithmParams] = AlgorithmParams, reads: frozenset[str] = frozenset()
+    core_type: type,
+    base: type[AlgorithmParams] = AlgorithmParams,
+    reads: frozenset[str] = frozenset(),
 ) -> type:
     """The ``algorithm.params`` dataclass of ``core_type``: one field per declared
     hyper-parameter a scenario gives, with its type and default (a value the run
@@ -143,7 +145,12 @@ def params_for(
             own.append((f.name, tp, field(default=f.default)))
     name = core_type.__name__.removesuffix("Core") + "Params"
     cls = make_dataclass(
-        name, own, bases=(base,), frozen=True, kw_only=True, namespace={"core": core_type, "reads": reads}
+        name,
+        own,
+        bases=(base,),
+        frozen=True,
+        kw_only=True,
+        namespace={"core": core_type, "reads": reads},
     )
     cls.__module__ = __name__
     return cls

@@ -132,7 +132,11 @@ class AlgorithmSpec(Generic[AP]):
 
     def __post_init__(self) -> None:
         if self.params is None:
-            object.__setattr__(self, "params", params_for(self.strategy.core_type, self.scenario, self.reads_hidden))
+            object.__setattr__(
+                self,
+                "params",
+                params_for(self.strategy.core_type, self.scenario, self.reads_hidden),
+            )
 
     def build_strategy(self, params: AP, run: Run, initial: NDArrays, **common: Any) -> Strategy:
         with scenario_errors(params):

@@ -152,7 +152,7 @@ def test_a_round_allocates_vectors_not_the_memory(cls) -> None:
     """N x d = 200 x 5000 float32 (4 MB): a round with two clients allocates a few
     d-vectors (20-40 kB each), never an N x d temporary."""
     n, d = 200, 5000
-    kwargs = {"rho": 0.1, "g": lambda t: 1e9} if cls is FedAR else {}
+    kwargs = {"rho": 0.1, "t0": 1e9} if cls is FedAR else {}
     s = cls(initial_arrays=[np.zeros(d, np.float32)], num_clients=n, lr=0.1, **kwargs)
     results = [
         (
