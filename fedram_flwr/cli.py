@@ -61,7 +61,8 @@ from fedram_flwr.extras import MissingExtraError, is_missing_extra, missing_extr
 from fedram_flwr.interrupt import RunInterrupted, record_interrupted
 from fedram_flwr.outputs import RunDirectory
 from fedram_flwr.plots import plot_run
-from fedram_flwr.registry import load_scenario, with_overrides
+from fedram_flwr.registry import algorithm_params, load_scenario, with_overrides
+from fedram_flwr.registry.parameters_doc import show_lines
 from fedram_flwr.report import RunSet, write_report
 from fedram_flwr.run_checks import refuse_changed, refuse_resumable, skip
 from fedram_flwr.rundir import run_folder
@@ -272,6 +273,7 @@ def report_problems(runs: RunSet, *, strict: bool) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)
     print(yaml.safe_dump(scenario.to_dict(), sort_keys=False))
+    print("\n".join(show_lines(scenario.algorithm.name, algorithm_params(scenario))))
     for label, _ in scenario.variants():
         print(f"variant: {label}")
     return 0

@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from flwr.common import NDArrays
 
 from fedram_flwr.protocol import RECEIVED_LOSS, Arrays, ClientReply
 from fedram_flwr.strategies.base import CoreStrategy
 from fedram_flwr.strategies.core import Core, Outcome
 from fedram_flwr.strategies.fedavg import weighted_average
+from fedram_flwr.strategies.hyper import hyper, num_clients_hyper
 
 
 def project_simplex(v: np.ndarray) -> np.ndarray:
@@ -66,15 +66,10 @@ class AFLCore(Core[AFLState]):
     then steps lambda with the losses they reported (``received-loss``). Diagnostics:
     ``lambda-max`` and the entropy of lambda (``lambda-entropy``, log n when uniform)."""
 
-    num_clients: int
-    lr_lambda: float = 0.01
-
-    def __post_init__(self) -> None:
-        if self.num_clients < 1 or self.lr_lambda < 0:
-            raise ValueError(
-                f"num_clients ({self.num_clients}) must be >= 1, "
-                f"algorithm.params.lr_lambda ({self.lr_lambda}) >= 0"
-            )
+    num_clients: int = num_clients_hyper()
+    lr_lambda: float = hyper(
+        0.01, doc="gamma_lambda, the ascent step on the mixture weights lambda", lo=0.0
+    )
 
     def init(self, initial_arrays: Sequence[np.ndarray]) -> AFLState:
         return AFLState(list(initial_arrays), np.full(self.num_clients, 1.0 / self.num_clients))
@@ -112,13 +107,4 @@ class AFL(CoreStrategy):
     the received model, in the fit metrics (``CAFedClient`` does: the loss of its first
     batch, the full training loss when the batch holds all of the client's data)."""
 
-    def __init__(
-        self,
-        *,
-        initial_arrays: NDArrays,
-        num_clients: int,
-        lr_lambda: float = 0.01,
-        **fedavg_kwargs: Any,
-    ) -> None:
-        core = AFLCore(num_clients=num_clients, lr_lambda=lr_lambda)
-        super().__init__(core, initial_arrays=initial_arrays, **fedavg_kwargs)
+    core_type = AFLCore

@@ -45,6 +45,7 @@ from fedram_flwr.strategies.ca_fed import (
     AvailabilityState,
     unbiased_weights,
 )
+from fedram_flwr.strategies.hyper import hyper
 
 F3AST_RATES = ("smoothed", "ca-fed")  # F3AST's own r_k, or CA-Fed's pi_k
 
@@ -102,7 +103,12 @@ class UnbiasedCore(AvailabilityAwareCore):
 class MoreAvailableCore(AvailabilityAwareCore):
     """Only the clients with pi_k >= ``min_pi`` (CA-Fed Sec. V-A c, baseline 2)."""
 
-    min_pi: float = 0.5
+    min_pi: float = hyper(
+        0.5,
+        doc="the least pi_k a client needs to be aggregated (1/2 splits pi = 1/2 +- g)",
+        lo=0.0,
+        hi=1.0,
+    )
 
     def weights(self, state, active, replies):
         pi = self.availability(state)[0]
@@ -135,20 +141,38 @@ class F3ASTCore(AvailabilityAwareCore):
     oracle's or CA-Fed's estimate: this project's rule before issue 27). F3AST's own
     estimate reads no oracle parameter."""
 
-    clients_per_round: int
-    beta: float = 0.01
-    rate: str = "smoothed"
+    clients_per_round: int | None = hyper(
+        None,
+        doc="the budget: at most this many participants a round (None: half the clients, "
+        "as CA-Fed's code)",
+        lo=1,
+        hi="num-clients",
+    )
+    beta: float = hyper(
+        0.01,
+        doc="beta, the rate estimate's smoothing (the authors' code: 0.01)",
+        lo=0.0,
+        hi=1.0,
+        lo_open=True,
+    )
+    rate: str = hyper(
+        "smoothed",
+        doc="smoothed: F3AST's own participation-rate estimate; ca-fed: r = pi (CA-Fed's)",
+        choices=F3AST_RATES,
+    )
 
     def __post_init__(self) -> None:
-        if self.clients_per_round < 1:
-            raise ValueError(
-                f"algorithm.params.clients_per_round: {self.clients_per_round} must be >= 1"
-            )
-        if not 0.0 < self.beta <= 1.0:
-            raise ValueError(f"algorithm.params.beta: {self.beta} is outside (0, 1]")
-        if self.rate not in F3AST_RATES:
-            raise ValueError(f"algorithm.params.rate: {self.rate!r} is not one of {F3AST_RATES}")
         super().__post_init__()
+        if self.clients_per_round is not None and self.clients_per_round > self.alpha.size:
+            raise ValueError(
+                f"clients_per_round: {self.clients_per_round} is outside the allowed range "
+                f"[1, {self.alpha.size}] (the number of clients)"
+            )
+
+    @property
+    def budget(self) -> int:
+        """The participants a round: ``clients_per_round``, or half the clients."""
+        return self.clients_per_round or max(1, self.alpha.size // 2)
 
     def init(self, initial_arrays: Sequence[np.ndarray]) -> F3ASTState:
         state = super().init(initial_arrays)
@@ -157,11 +181,11 @@ class F3ASTCore(AvailabilityAwareCore):
     def weights(self, state, active, replies):
         if self.rate == "ca-fed":
             rate = self.availability(state)[0]
-            return f3ast_weights(self.alpha, rate, active, self.clients_per_round), {}, state
+            return f3ast_weights(self.alpha, rate, active, self.budget), {}, state
         rate = state.rate
         for _ in range(state.tracker.rounds - state.rate_rounds - 1):  # nobody available
             rate = smoothed_rate(rate, np.zeros(rate.size, dtype=bool), self.beta)
-        selected = f3ast_selection(self.alpha, rate, active, self.clients_per_round)
+        selected = f3ast_selection(self.alpha, rate, active, self.budget)
         rate = smoothed_rate(rate, selected, self.beta)
         q = np.where(selected, unbiased_weights(self.alpha, rate), 0.0)
         return q, {}, replace(state, rate=rate, rate_rounds=state.tracker.rounds)
@@ -178,7 +202,6 @@ class MoreAvailable(AvailabilityAwareStrategy):
     """More available over :class:`MoreAvailableCore` (``min_pi``)."""
 
     core_type = MoreAvailableCore
-    core_params = ("min_pi",)
 
 
 class AdaFed(AvailabilityAwareStrategy):
@@ -191,4 +214,3 @@ class F3AST(AvailabilityAwareStrategy):
     """F3AST over :class:`F3ASTCore` (``clients_per_round``, ``beta``, ``rate``)."""
 
     core_type = F3ASTCore
-    core_params = ("clients_per_round", "beta", "rate")

@@ -20,10 +20,11 @@ aggregation.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from functools import partial
 from logging import WARNING
-from typing import Any
+from typing import Any, ClassVar
 
 from flwr.common import (
     FitIns,
@@ -46,6 +47,12 @@ from fedram_flwr.protocol import (
     reply_partition_id,
 )
 from fedram_flwr.strategies.core import Core
+from fedram_flwr.strategies.hyper import (
+    core_parameters,
+    make_core,
+    parameters_doc,
+    with_parameters_doc,
+)
 from fedram_flwr.strategies.rounds import (
     DEFAULT_MAX_FAILED_ROUNDS,
     FailedRounds,
@@ -165,18 +172,76 @@ class ReplyAggregation:
         return params, {**metrics, **diagnostics}
 
 
+FLOWER_FEDAVG_ARGS = tuple(
+    p for p in inspect.signature(FlowerFedAvg.__init__).parameters if p not in ("self", "kwargs")
+)
+"""Flower's legacy ``FedAvg`` arguments, which every strategy here also takes
+(``initial_parameters`` aside: the strategy sets it from ``initial_arrays``)."""
+
+INITIAL_ARRAYS_DOC = (
+    "initial_arrays : list of np.ndarray, required\n"
+    "    The initial model (what ``get_weights`` of the clients' model gives)."
+)
+FLOWER_ARGS_DOC = (
+    "max_failed_rounds : int, default 3\n"
+    "    Rounds in a row that aggregate nothing because clients failed before the run\n"
+    "    stops (:class:`~fedram_flwr.strategies.rounds.FailedRoundsError`).\n"
+    "**fedavg_kwargs\n"
+    "    Flower ``FedAvg``'s arguments (``fraction_fit``, ``evaluate_fn``,\n"
+    "    ``on_fit_config_fn``, ``fit_metrics_aggregation_fn``, ``accept_failures``, ...)."
+)
+
+
 class CoreStrategy(ReplyAggregation, FlowerFedAvg):
     """A core as a legacy Flower ``Strategy``. ``self.state`` is the core's state,
     replaced by each aggregation; :meth:`diagnostics` is what the recorder logs.
 
-    Keyword-only constructor: ``initial_arrays`` (the initial model) and Flower
-    ``FedAvg``'s arguments (sampling fractions, ``evaluate_fn``, ``on_fit_config_fn``,
-    ``fit_metrics_aggregation_fn``, ``accept_failures``, ...)."""
+    Subclasses set ``core_type``; their keyword-only constructor takes
+    ``initial_arrays`` (the initial model), the core's hyper-parameters (declared once
+    on the core: :mod:`~fedram_flwr.strategies.hyper`), ``max_failed_rounds`` and
+    Flower ``FedAvg``'s arguments (sampling fractions, ``evaluate_fn``,
+    ``on_fit_config_fn``, ``fit_metrics_aggregation_fn``, ``accept_failures``, ...).
+    The signature ``help()`` shows and the docstring's ``Parameters`` are built from
+    the core's declarations. ``CoreStrategy(core, initial_arrays=...)`` serves a core
+    built beforehand."""
 
-    def __init__(self, core: Core, *, initial_arrays: NDArrays, **fedavg_kwargs: Any) -> None:
-        self.core = core
-        self.state = core.init(initial_arrays)
-        super().__init__(initial_parameters=to_parameters(core.arrays(self.state)), **fedavg_kwargs)
+    core_type: ClassVar[type[Core]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Signature and ``Parameters`` of a subclass that sets ``core_type``."""
+        super().__init_subclass__(**kwargs)
+        if "core_type" not in cls.__dict__:
+            return
+        kw = inspect.Parameter.KEYWORD_ONLY
+        extra = list(inspect.signature(cls.__init__).parameters.values())[1:]
+        flower = list(inspect.signature(FlowerFedAvg.__init__).parameters.values())[1:]
+        cls.__signature__ = inspect.Signature(
+            [
+                inspect.Parameter("initial_arrays", kw),
+                *core_parameters(cls.core_type),
+                *(p for p in extra if p.kind == kw and p.name != "initial_arrays"),
+                inspect.Parameter("max_failed_rounds", kw, default=DEFAULT_MAX_FAILED_ROUNDS),
+                *(p.replace(kind=kw) for p in flower if p.name != "initial_parameters"),
+            ]
+        )
+        section = parameters_doc(cls.core_type, INITIAL_ARRAYS_DOC, FLOWER_ARGS_DOC)
+        cls.__doc__ = with_parameters_doc(cls.__doc__, section)
+
+    def __init__(
+        self, core: Core | None = None, *, initial_arrays: NDArrays, **kwargs: Any
+    ) -> None:
+        flower = {
+            k: kwargs.pop(k) for k in (*FLOWER_FEDAVG_ARGS, "max_failed_rounds") if k in kwargs
+        }
+        if core is None:
+            others = "the others Flower FedAvg's and max_failed_rounds"
+            core = make_core(self.core_type, kwargs, type(self).__name__, others)
+        elif kwargs:
+            raise TypeError(f"{type(self).__name__}: unknown argument(s) {sorted(kwargs)}")
+        self.core = core.for_model(initial_arrays)
+        self.state = self.core.init(initial_arrays)
+        initial = to_parameters(self.core.arrays(self.state))
+        super().__init__(initial_parameters=initial, **flower)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.core!r})"

@@ -26,7 +26,6 @@ import numpy as np
 from flwr.common import FitIns, NDArrays, Parameters
 from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
-from numpy.typing import ArrayLike
 
 from fedram_flwr.protocol import (
     LOCAL_OPTIMUM,
@@ -45,6 +44,7 @@ from fedram_flwr.strategies.availability_estimates import (
 )
 from fedram_flwr.strategies.base import CoreStrategy, to_arrays
 from fedram_flwr.strategies.core import Core, Outcome
+from fedram_flwr.strategies.hyper import hyper, server_lr_hyper
 
 __all__ = [
     "LOCAL_OPTIMUM",
@@ -206,17 +206,26 @@ class AvailabilityAwareCore(Core[AvailabilityState]):
     ``known_lam`` when the scenario runs oracle-informed.
     """
 
-    alpha: np.ndarray
-    server_lr: float = 1.0
-    known_pi: np.ndarray | None = None
-    known_lam: np.ndarray | None = None
+    alpha: np.ndarray = hyper(
+        doc="alpha_k, each client's target importance (eq. 1; > 0, sums to 1)", run="data-shares"
+    )
+    server_lr: float = server_lr_hyper()
+    known_pi: np.ndarray | None = hyper(
+        None,
+        doc="pi_k, each client's true availability (oracle-informed; None: estimated)",
+        run="known-pi",
+    )
+    known_lam: np.ndarray | None = hyper(
+        None,
+        doc="lambda_k, each client's true Markov correlation (oracle-informed)",
+        run="known-lam",
+    )
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         alpha = np.asarray(self.alpha, dtype=float)
         if np.any(alpha <= 0) or abs(alpha.sum() - 1.0) > 1e-9:
             raise ValueError("alpha (target importance): must be > 0 and sum to 1")
-        if self.server_lr <= 0:
-            raise ValueError(f"algorithm.params.server_lr: {self.server_lr} must be > 0")
         if self.known_pi is not None and not np.all(np.asarray(self.known_pi) > 0):
             raise ValueError("oracle-informed pi: every client needs pi_k > 0 (q = alpha / pi)")
         object.__setattr__(self, "alpha", alpha)
@@ -296,23 +305,16 @@ class CAFedCore(AvailabilityAwareCore):
     (eq. 20 at the chosen q), ``gamma-hat`` (eq. 19) and ``excluded`` (clients with
     q_k = 0)."""
 
-    kappa2: float = 1.0
-    beta: float = 1.0
-    tau: float = 0.0
-    loss_floor: str = "running-min"
-
-    def __post_init__(self) -> None:
-        if self.kappa2 < 0:
-            raise ValueError(f"algorithm.params.kappa2: {self.kappa2} must be >= 0")
-        if not 0.0 < self.beta <= 1.0:
-            raise ValueError(f"algorithm.params.beta: {self.beta} is outside (0, 1]")
-        if self.tau < 0:
-            raise ValueError(f"algorithm.params.tau: {self.tau} must be >= 0")
-        if self.loss_floor not in LOSS_FLOORS:
-            raise ValueError(
-                f"algorithm.params.loss_floor: {self.loss_floor!r} is not one of {LOSS_FLOORS}"
-            )
-        super().__post_init__()
+    kappa2: float = hyper(1.0, doc="kappa_bar^2, the bound of Sec. IV-C", lo=0.0)
+    beta: float = hyper(
+        1.0, doc="beta, the smoothing of the loss estimates (eq. 17)", lo=0.0, hi=1.0, lo_open=True
+    )
+    tau: float = hyper(0.0, doc="tau, the exclusion threshold (Alg. 1 line 19)", lo=0.0)
+    loss_floor: str = hyper(
+        "running-min",
+        doc="how F_k* is estimated: the paper's running minimum or the client's local optimum",
+        choices=LOSS_FLOORS,
+    )
 
     def fit_config(self, state: AvailabilityState, server_round: int) -> dict[str, Any]:
         return {REPORT_LOCAL_OPTIMUM: True} if self.loss_floor == "local-optimum" else {}
@@ -349,28 +351,9 @@ class CAFedCore(AvailabilityAwareCore):
 # --------------------------------------------------------------- Flower adapters
 class AvailabilityAwareStrategy(CoreStrategy):
     """The Flower adapter of an :class:`AvailabilityAwareCore`: the model theta the
-    core steps from is the one each round broadcasts. Keyword-only: ``initial_arrays``,
-    the core's parameters (``alpha``, ``server_lr``, ``known_pi``, ``known_lam``, ...),
-    then Flower FedAvg's."""
+    core steps from is the one each round broadcasts."""
 
     core_type: type[AvailabilityAwareCore]
-    core_params: tuple[str, ...] = ()  # the subclass core's own keyword arguments
-
-    def __init__(
-        self,
-        *,
-        initial_arrays: NDArrays,
-        alpha: ArrayLike,
-        server_lr: float = 1.0,
-        known_pi: ArrayLike | None = None,
-        known_lam: ArrayLike | None = None,
-        **kwargs: Any,
-    ) -> None:
-        own = {k: kwargs.pop(k) for k in self.core_params if k in kwargs}
-        core = self.core_type(
-            alpha=alpha, server_lr=server_lr, known_pi=known_pi, known_lam=known_lam, **own
-        )
-        super().__init__(core, initial_arrays=initial_arrays, **kwargs)
 
     def configure_fit(
         self, server_round: int, parameters: Parameters, client_manager: ClientManager
@@ -396,4 +379,3 @@ class CAFed(AvailabilityAwareStrategy):
     """
 
     core_type = CAFedCore
-    core_params = ("kappa2", "beta", "tau", "loss_floor")

@@ -18,6 +18,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from fedram_flwr.protocol import Arrays, ClientReply
+from fedram_flwr.strategies.hyper import check_hypers
 
 S = TypeVar("S")
 
@@ -34,8 +35,15 @@ class Outcome(Generic[S]):
 
 
 class Core(Generic[S]):
-    """An algorithm's server side. Subclasses are frozen dataclasses of hyper-parameters
-    and implement :meth:`init`, :meth:`arrays` and :meth:`aggregate`."""
+    """An algorithm's server side. Subclasses are frozen dataclasses of hyper-parameters,
+    each declared once with :func:`~fedram_flwr.strategies.hyper.hyper` (default,
+    allowed range, doc), and implement :meth:`init`, :meth:`arrays` and
+    :meth:`aggregate`."""
+
+    def __post_init__(self) -> None:
+        """Check every hyper-parameter against its declaration (errors name the field);
+        a core with further rules extends this and calls it first."""
+        check_hypers(self)
 
     def for_model(self, initial_arrays: Sequence[np.ndarray]) -> Core[S]:
         """This core for a model shaped like ``initial_arrays`` (the vector cores record

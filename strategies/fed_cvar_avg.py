@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from flwr.common import NDArrays
 
 from fedram_flwr.objectives import cvar_gradient_weights, cvar_local_objective
 from fedram_flwr.protocol import (
@@ -39,6 +38,7 @@ from fedram_flwr.protocol import (
 )
 from fedram_flwr.strategies.base import CoreStrategy
 from fedram_flwr.strategies.fedavg import ModelState, WeightedMeanCore
+from fedram_flwr.strategies.hyper import hyper
 
 __all__ = [
     "FedCVaRAvg",
@@ -56,18 +56,14 @@ class FedCVaRAvgCore(WeightedMeanCore):
     adopts the relayed (theta, t) (an example-weighted average when the RAM relays
     m > 1), sends (alpha, gamma, eta_t). It never reads rho."""
 
-    alpha: float
-    gamma: float
-    lr_t: float
-    t_init: float = 0.0
-
-    def __post_init__(self) -> None:
-        if not 0.0 < self.alpha <= 1.0:
-            raise ValueError(f"algorithm.params.alpha: {self.alpha} is outside (0, 1]")
-        if not 0.0 <= self.gamma <= 1.0:
-            raise ValueError(f"algorithm.params.gamma: {self.gamma} is outside [0, 1]")
-        if self.lr_t < 0.0:
-            raise ValueError(f"algorithm.params.lr_t: {self.lr_t} must be >= 0")
+    alpha: float = hyper(
+        0.1, doc="alpha, the CVaR level (eq. 4; 1: the mean, FedAvg)", lo=0.0, hi=1.0, lo_open=True
+    )
+    gamma: float = hyper(
+        0.1, doc="gamma, the weight of the mean beside the CVaR (eq. 4)", lo=0.0, hi=1.0
+    )
+    lr_t: float = hyper(5e-4, doc="eta_t, the clients' step size on t (Alg. 1 line 8)", lo=0.0)
+    t_init: float = hyper(0.0, doc="t before round 1 (the authors' code: 0)")
 
     def init(self, initial_arrays: Sequence[np.ndarray]) -> ModelState:
         return ModelState(join_theta_t(initial_arrays, self.t_init))
@@ -90,17 +86,5 @@ class FedCVaRAvg(CoreStrategy):
     FedAvg it also serves clients that report no partition id (only one is relayed).
     """
 
+    core_type = FedCVaRAvgCore
     needs_partition_id = False
-
-    def __init__(
-        self,
-        *,
-        initial_arrays: NDArrays,
-        alpha: float,
-        gamma: float,
-        lr_t: float,
-        t_init: float = 0.0,
-        **fedavg_kwargs: Any,
-    ) -> None:
-        core = FedCVaRAvgCore(alpha=alpha, gamma=gamma, lr_t=lr_t, t_init=t_init)
-        super().__init__(core, initial_arrays=initial_arrays, **fedavg_kwargs)

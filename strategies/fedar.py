@@ -28,16 +28,16 @@ arguments; ``strategy.start(grid=..., initial_arrays=...)``).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
+from fedram_flwr.strategies.hyper import hyper
 from fedram_flwr.strategies.stale_updates import MemoryCore
 from fedram_flwr.strategies.vector import VectorStrategy
 
 PSI_MAX = 2.0  # Sec. 4: psi_max = 2 guarantees convergence
+G_RULES = ("convex", "nonconvex")  # Sec. 5's cut-offs g(t), Theorems 1 and 2
 
 
 # ------------------------------------------------------------------ pure functions
@@ -69,20 +69,31 @@ def fedar_direction(
 
 @dataclass(frozen=True, eq=False, kw_only=True)
 class FedARCore(MemoryCore):
-    """FedAR (Alg. 1): the memory weighed by eq. (6) with the cut-off ``g`` (the round t
-    -> g(t), ``g_convex`` or ``g_nonconvex`` with their constants bound). Diagnostics add
-    N_t (``contributing``) and g(t)."""
+    """FedAR (Alg. 1): the memory weighed by eq. (6) with the cut-off g(t) of Sec. 5
+    (:meth:`cutoff`: :func:`g_convex` or :func:`g_nonconvex` with ``t0`` and ``b`` or
+    ``scale``). The paper gives no values for t0, b and scale; the defaults drop
+    updates that are 10 + t/4 rounds old. Diagnostics add N_t (``contributing``) and
+    g(t)."""
 
-    rho: float
-    g: Callable[[int], float]
+    rho: float = hyper(0.1, doc="rho, the exponent of the staleness weight (eq. 6)", lo=0.0, hi=1.0)
+    g: str = hyper(
+        "convex",
+        doc="the cut-off g(t) of Sec. 5: convex t0 + t / b (Theorem 1) or nonconvex "
+        "scale max(sqrt(t), sqrt(t0)) (Theorem 2)",
+        choices=G_RULES,
+    )
+    t0: float = hyper(10.0, doc="t0 of g(t) (> 0)", lo=0.0, lo_open=True)
+    b: float = hyper(4.0, doc="b of the convex g(t) (> 2)", lo=2.0, lo_open=True)
+    scale: float = hyper(4.0, doc="the constant c of the nonconvex g(t)", lo=0.0, lo_open=True)
 
-    def __post_init__(self) -> None:
-        if not 0.0 <= self.rho <= 1.0:
-            raise ValueError(f"algorithm.params.rho: {self.rho} is outside [0, 1]")
-        super().__post_init__()
+    def cutoff(self, server_round: int) -> float:
+        """g(t): updates at least this many rounds old are dropped (eq. 6)."""
+        if self.g == "convex":
+            return g_convex(server_round, self.t0, self.b)
+        return g_nonconvex(server_round, self.t0, self.scale)
 
     def direction(self, server_round, memory, active, total_before):
-        g_t = self.g(server_round)
+        g_t = self.cutoff(server_round)
         psi = fedar_weights(memory.tau, g_t, self.rho)
         v, n_t = fedar_direction(memory.updates, psi, memory.seen)
         return v, {"contributing": n_t, "g": g_t}
@@ -94,6 +105,3 @@ class FedAR(VectorStrategy):
     model."""
 
     core_type = FedARCore
-
-    def __init__(self, *, rho: float, g: Callable[[int], float], **kwargs: Any) -> None:
-        super().__init__(core_kwargs={"rho": rho, "g": g}, **kwargs)

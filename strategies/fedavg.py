@@ -29,6 +29,7 @@ import numpy as np
 from fedram_flwr.protocol import Arrays, ClientReply
 from fedram_flwr.strategies.base import CoreStrategy, client_id, in_partition_order
 from fedram_flwr.strategies.core import Core, Outcome
+from fedram_flwr.strategies.hyper import server_lr_hyper
 
 __all__ = [
     "FedAvg",
@@ -118,11 +119,7 @@ class FedAvgCore(WeightedMeanCore):
     """FedAvg: the example-weighted mean, then :func:`server_step` with eta_g =
     ``server_lr`` (> 0; 1: the mean itself)."""
 
-    server_lr: float = 1.0
-
-    def __post_init__(self) -> None:
-        if not self.server_lr > 0.0:
-            raise ValueError(f"algorithm.params.server_lr: {self.server_lr} must be > 0")
+    server_lr: float = server_lr_hyper()
 
     def aggregate(
         self, state: ModelState, server_round: int, replies: Sequence[ClientReply], elapsed: int
@@ -139,7 +136,5 @@ class FedAvg(CoreStrategy):
     report no partition id, e.g. a stock Flower app's, are summed first); ``server_lr``:
     eta_g (:func:`server_step`)."""
 
+    core_type = FedAvgCore
     needs_partition_id = False
-
-    def __init__(self, *, server_lr: float = 1.0, **kwargs: Any) -> None:
-        super().__init__(FedAvgCore(server_lr=server_lr), **kwargs)

@@ -41,6 +41,7 @@ from flwr.server.client_proxy import ClientProxy
 
 from fedram_flwr.protocol import PARTITION_ID, Arrays, ClientReply
 from fedram_flwr.strategies.core import Outcome
+from fedram_flwr.strategies.hyper import server_lr_hyper
 from fedram_flwr.strategies.vector import VectorCore, VectorStrategy, client_models
 
 
@@ -73,7 +74,7 @@ class FedAWECore(VectorCore[FedAWEState]):
     """FedAWE (Alg. 1): ``server_lr`` is eta_g; eta_l = ``lr`` (x ``lr_decay``^(t-1)) is
     sent to the clients as their step size."""
 
-    server_lr: float = 1.0  # checked > 0 by VectorCore
+    server_lr: float = server_lr_hyper()
 
     def init(self, initial_arrays: Sequence[np.ndarray]) -> FedAWEState:
         w = self.vector(initial_arrays)
@@ -116,8 +117,8 @@ class FedAWE(VectorStrategy):
 
     core_type = FedAWECore
 
-    def __init__(self, *, server_lr: float = 1.0, **kwargs: Any) -> None:
-        super().__init__(core_kwargs={"server_lr": server_lr}, **kwargs)
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self.partition_of: dict[str, int] = {}  # cid -> partition id
 
     def configure_fit(

@@ -52,6 +52,7 @@ from fedram_flwr.protocol import Arrays, ClientReply
 from fedram_flwr.rng import stream
 from fedram_flwr.strategies.availability_estimates import pi_hat
 from fedram_flwr.strategies.core import Outcome
+from fedram_flwr.strategies.hyper import hyper, server_lr_hyper
 from fedram_flwr.strategies.vector import VectorCore, VectorStrategy, client_models
 
 
@@ -129,6 +130,16 @@ def fedau_round(
 
 
 KnownP = np.ndarray | Callable[[int], np.ndarray]
+
+
+def known_p_hyper() -> Any:
+    """The oracle's p_i, declared once for FedAvg-IS and FedStale."""
+    return hyper(
+        None,
+        doc="p_i, the oracle's participation probabilities (oracle-informed: one per "
+        "client or a function round -> p_i^t; None: estimated online)",
+        run="known-p",
+    )
 
 
 def check_known_p(known_p: Sequence[float] | KnownP, num_clients: int) -> KnownP:
@@ -240,8 +251,8 @@ class FedAvgISCore(ReweightedCore):
     FedAWE Table 2), read in each round: p_i^t may be 0 (the interleaved sine's cut),
     but a client active with p_i^t = 0 is an error naming the client and the round."""
 
-    known_p: KnownP | None = None
-    server_lr: float = 1.0
+    known_p: KnownP | None = known_p_hyper()
+    server_lr: float = server_lr_hyper()
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -268,13 +279,8 @@ class FedAvgSampledCore(ReweightedCore):
     """FedAvg(S): the mean model of at most ``max_clients`` available clients, drawn by
     :meth:`select` from (seed, round)."""
 
-    max_clients: int
-    seed: int
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.max_clients < 1:
-            raise ValueError(f"algorithm.params.max_clients: {self.max_clients} must be >= 1")
+    max_clients: int = hyper(50, doc="S, the most clients a round (FedAR Sec. 6.1: 50)", lo=1)
+    seed: int = hyper(doc="the seed of the draws (with the round)", run="seed")
 
     def select(self, num_available: int, server_round: int) -> np.ndarray:
         """Positions of the available clients (in partition order) that train."""
@@ -290,13 +296,13 @@ class FedAUCore(ReweightedCore):
     :func:`fedau_update` with round t; skipped rounds (nobody available) count as
     rounds without participation. ``cutoff`` is the paper's K, ``server_lr`` eta_g."""
 
-    cutoff: int
-    server_lr: float = 1.0
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.cutoff < 1:
-            raise ValueError(f"algorithm.params.cutoff: {self.cutoff} must be >= 1")
+    cutoff: int = hyper(
+        50,
+        doc="K, the longest participation interval counted (the second variant of Wang & "
+        "Ji's code; a K at least the number of rounds: no cut-off, their default)",
+        lo=1,
+    )
+    server_lr: float = server_lr_hyper()
 
     def init_estimator(self) -> FedAUState:
         return FedAUState.zeros(self.num_clients)
@@ -313,28 +319,15 @@ class FedAvgAll(VectorStrategy):
 
 
 class FedAvgIS(VectorStrategy):
-    """FedAvg-IS over :class:`FedAvgISCore` (``known_p``: the oracle's p_i, a function
-    round -> p_i^t, or None; ``server_lr``: eta_g)."""
+    """FedAvg-IS over :class:`FedAvgISCore`."""
 
     core_type = FedAvgISCore
-
-    def __init__(
-        self,
-        *,
-        known_p: Sequence[float] | Callable[[int], np.ndarray] | None = None,
-        server_lr: float = 1.0,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(core_kwargs={"known_p": known_p, "server_lr": server_lr}, **kwargs)
 
 
 class FedAvgSampled(VectorStrategy):
     """FedAvg(S) over :class:`FedAvgSampledCore`."""
 
     core_type = FedAvgSampledCore
-
-    def __init__(self, *, max_clients: int, seed: int, **kwargs: Any) -> None:
-        super().__init__(core_kwargs={"max_clients": max_clients, "seed": seed}, **kwargs)
 
     def configure_fit(
         self, server_round: int, parameters: Parameters, client_manager: ClientManager
@@ -345,9 +338,6 @@ class FedAvgSampled(VectorStrategy):
 
 
 class FedAU(VectorStrategy):
-    """FedAU over :class:`FedAUCore` (``cutoff``: K; ``server_lr``: eta_g)."""
+    """FedAU over :class:`FedAUCore`."""
 
     core_type = FedAUCore
-
-    def __init__(self, *, cutoff: int, server_lr: float = 1.0, **kwargs: Any) -> None:
-        super().__init__(core_kwargs={"cutoff": cutoff, "server_lr": server_lr}, **kwargs)

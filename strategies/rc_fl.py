@@ -74,6 +74,7 @@ from fedram_flwr.rng import stream
 from fedram_flwr.strategies.base import CoreStrategy
 from fedram_flwr.strategies.core import Core, Outcome
 from fedram_flwr.strategies.fedavg import weighted_average
+from fedram_flwr.strategies.hyper import hyper
 
 __all__ = [
     "RFedFair",
@@ -139,25 +140,29 @@ class RFedFairCore(Core[RFedFairState]):
     (``lr_eta``), eta's start, K (``clients_per_round``; ``None``: full participation)
     and the seed of the draws."""
 
-    alpha: np.ndarray
-    mu: float = 0.01
-    lr_eta: float = 0.01
-    eta_init: float = 0.0
-    clients_per_round: int | None = None
-    seed: int = 0
+    alpha: tuple[float, ...] = hyper(
+        (0.5,),
+        doc="alpha_i, one value for every client or one per client, each in [p_i, 1] "
+        "(p_i = m_i / m; checked against the data when the run starts)",
+        lo=0.0,
+        hi=1.0,
+        lo_open=True,
+    )
+    mu: float = hyper(0.01, doc="mu, the smoothing of phi_mu (Sec. 4)", lo=0.0, lo_open=True)
+    lr_eta: float = hyper(
+        doc="beta_eta, eta's step size (Alg. 1's beta)", lo=0.0, run_default="training-lr"
+    )
+    eta_init: float = hyper(0.0, doc="eta before round 1")
+    clients_per_round: int | None = hyper(
+        None,
+        doc="K, draws with replacement by p_i a round (None: full participation)",
+        lo=1,
+    )
+    seed: int = hyper(0, doc="the seed of the draws (with the round)", run="seed")
 
     def __post_init__(self) -> None:
-        a = np.atleast_1d(np.asarray(self.alpha, dtype=float))
-        if np.any(a <= 0) or np.any(a > 1):
-            raise ValueError(f"algorithm.params.alpha: {a.tolist()} must lie in (0, 1]")
-        if self.mu <= 0 or self.lr_eta < 0:
-            raise ValueError(
-                f"algorithm.params: mu ({self.mu}) must be > 0, lr_eta ({self.lr_eta}) >= 0"
-            )
-        k = self.clients_per_round
-        if k is not None and k < 1:
-            raise ValueError(f"algorithm.params.clients_per_round: {k} < 1")
-        object.__setattr__(self, "alpha", a)
+        super().__post_init__()
+        object.__setattr__(self, "alpha", np.atleast_1d(np.asarray(self.alpha, dtype=float)))
 
     def client_count(self) -> int | None:
         return self.alpha.size if self.alpha.size > 1 else None  # one alpha_i per client
@@ -267,27 +272,10 @@ class RFedFair(CoreStrategy):
     at the granularity the server sees: its local iterates stay on the clients).
     """
 
-    def __init__(
-        self,
-        *,
-        initial_arrays: NDArrays,
-        alpha: float | Sequence[float],
-        mu: float = 0.01,
-        lr_eta: float = 0.01,
-        eta_init: float = 0.0,
-        clients_per_round: int | None = None,
-        seed: int = 0,
-        **fedavg_kwargs: Any,
-    ) -> None:
-        core = RFedFairCore(
-            alpha=alpha,
-            mu=mu,
-            lr_eta=lr_eta,
-            eta_init=eta_init,
-            clients_per_round=clients_per_round,
-            seed=seed,
-        )
-        super().__init__(core, initial_arrays=initial_arrays, **fedavg_kwargs)
+    core_type = RFedFairCore
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self.known: dict[str, tuple[int, int]] = {}  # cid -> (partition id, m_i)
 
     def learn_clients(self, proxies: Sequence[ClientProxy]) -> None:

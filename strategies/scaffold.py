@@ -39,6 +39,7 @@ from fedram_flwr.protocol import (
     split_model_control,
 )
 from fedram_flwr.strategies.core import Outcome
+from fedram_flwr.strategies.hyper import server_lr_hyper
 from fedram_flwr.strategies.vector import VectorCore, VectorStrategy, flatten_into
 
 __all__ = [
@@ -82,7 +83,7 @@ class ScaffoldCore(VectorCore[ScaffoldState]):
     """SCAFFOLD (Alg. 1, option II): broadcasts (x, c) (c = 0 at first), steps by
     :func:`scaffold_server_update`; ``server_lr`` is eta_g. Pairs with ScaffoldClient."""
 
-    server_lr: float = 1.0  # checked > 0 by VectorCore
+    server_lr: float = server_lr_hyper()
 
     def init(self, initial_arrays: Sequence[np.ndarray]) -> ScaffoldState:
         x = self.vector(initial_arrays)
@@ -119,6 +120,3 @@ class Scaffold(VectorStrategy):
     only."""
 
     core_type = ScaffoldCore
-
-    def __init__(self, *, server_lr: float = 1.0, **kwargs: Any) -> None:
-        super().__init__(core_kwargs={"server_lr": server_lr}, **kwargs)

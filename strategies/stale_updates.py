@@ -56,11 +56,13 @@ import numpy as np
 
 from fedram_flwr.protocol import Arrays, ClientReply
 from fedram_flwr.strategies.core import Outcome
+from fedram_flwr.strategies.hyper import hyper, server_lr_hyper
 from fedram_flwr.strategies.participation import (
     FedAUState,
     KnownP,
     check_known_p,
     fedau_round,
+    known_p_hyper,
     known_probabilities,
 )
 from fedram_flwr.strategies.vector import VectorCore, VectorStrategy, client_models
@@ -211,7 +213,7 @@ class MIFACore(MemoryCore):
     """MIFA (Gu et al. 2021, Alg. 1): equal weight 1/N to every client's latest update,
     from the running aggregate (updated by the changed rows only); ``server_lr``: eta_g."""
 
-    server_lr: float = 1.0
+    server_lr: float = server_lr_hyper()
 
     def direction(self, server_round, memory, active, total_before):
         return mifa_direction(memory.total, self.num_clients), {}
@@ -224,7 +226,7 @@ class FedVARPCore(MemoryCore):
     available clients (|S| = |A(t)|); no step in a round without them (the authors'
     code skips it)."""
 
-    server_lr: float = 1.0
+    server_lr: float = server_lr_hyper()
 
     def direction(self, server_round, memory, active, total_before):
         if not active:
@@ -233,10 +235,14 @@ class FedVARPCore(MemoryCore):
         return v, {}
 
 
-def check_beta(beta: float) -> None:
-    """FedStale's beta, the stale updates' weight, is in [0, 1]."""
-    if not 0.0 <= beta <= 1.0:
-        raise ValueError(f"algorithm.params.beta: {beta} must be in [0, 1]")
+def stale_weight_hyper() -> Any:
+    """FedStale's beta, declared once for both variants."""
+    return hyper(
+        0.5,
+        doc="beta, the stale updates' weight (0: no memory, 1: FedVARP; the authors' run.sh: 0.5)",
+        lo=0.0,
+        hi=1.0,
+    )
 
 
 @dataclass(frozen=True)
@@ -261,12 +267,11 @@ class FedStaleCore(MemoryCore):
     cut-off 1e8 (none), 1/p_hat_i = the mean of client i's participation intervals
     observed before round t, 1 until one has been (:func:`fedau_round`)."""
 
-    beta: float = 0.5
-    known_p: KnownP | None = None
+    beta: float = stale_weight_hyper()
+    known_p: KnownP | None = known_p_hyper()
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_beta(self.beta)
         if self.known_p is not None:
             object.__setattr__(self, "known_p", check_known_p(self.known_p, self.num_clients))
 
@@ -315,11 +320,7 @@ class FedStaleActiveCore(MemoryCore):
     in a round without participants (as FedVARP). Equal to :class:`FedStaleCore` only
     when every p_i = |S| / N. The fresh sum is accumulated row by row."""
 
-    beta: float = 0.5
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_beta(self.beta)
+    beta: float = stale_weight_hyper()
 
     def direction(self, server_round, memory, active, total_before):
         if not active:
@@ -330,43 +331,26 @@ class FedStaleActiveCore(MemoryCore):
 
 
 class MIFA(VectorStrategy):
-    """MIFA over :class:`MIFACore` (``server_lr``: eta_g)."""
+    """MIFA over :class:`MIFACore`."""
 
     core_type = MIFACore
 
-    def __init__(self, *, server_lr: float = 1.0, **kwargs: Any) -> None:
-        super().__init__(core_kwargs={"server_lr": server_lr}, **kwargs)
-
 
 class FedVARP(VectorStrategy):
-    """FedVARP over :class:`FedVARPCore` (``server_lr``: eta_g)."""
+    """FedVARP over :class:`FedVARPCore`."""
 
     core_type = FedVARPCore
 
-    def __init__(self, *, server_lr: float = 1.0, **kwargs: Any) -> None:
-        super().__init__(core_kwargs={"server_lr": server_lr}, **kwargs)
-
 
 class FedStale(VectorStrategy):
-    """FedStale over :class:`FedStaleCore` (``beta``: the stale updates' weight;
-    ``known_p``: the oracle's p_i, a function round -> p_i^t, or None: estimated)."""
+    """FedStale over :class:`FedStaleCore` (fresh updates weighted a_i / p_i, as the
+    authors' code)."""
 
     core_type = FedStaleCore
 
-    def __init__(
-        self,
-        *,
-        beta: float = 0.5,
-        known_p: Sequence[float] | KnownP | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(core_kwargs={"beta": beta, "known_p": known_p}, **kwargs)
-
 
 class FedStaleActive(VectorStrategy):
-    """FedStale over the active set, over :class:`FedStaleActiveCore` (``beta``)."""
+    """FedStale over the active set, over :class:`FedStaleActiveCore` (fresh updates
+    weighted 1 / |S|)."""
 
     core_type = FedStaleActiveCore
-
-    def __init__(self, *, beta: float = 0.5, **kwargs: Any) -> None:
-        super().__init__(core_kwargs={"beta": beta}, **kwargs)

@@ -20,6 +20,7 @@ from flwr.common import NDArrays
 from fedram_flwr.protocol import LR, Arrays, ClientReply
 from fedram_flwr.strategies.base import CoreStrategy
 from fedram_flwr.strategies.core import Core
+from fedram_flwr.strategies.hyper import hyper, num_clients_hyper
 
 S = TypeVar("S")
 
@@ -61,23 +62,26 @@ class VectorCore(Core[S]):
 
     ``server_lr`` is the global learning rate eta_g, x_{t+1} = x_t + eta_g d_t with d_t
     the rule's own step: here a class attribute fixed at 1 (no server step size), a
-    field (checked > 0 here) in the cores that take one: MIFA, FedVARP, FedAvg-IS,
-    FedAU (as the FedAU and FedAWE authors' code gives every baseline), FedAWE and
-    SCAFFOLD."""
+    field (:func:`~fedram_flwr.strategies.hyper.server_lr_hyper`) in the cores that take
+    one: MIFA, FedVARP, FedAvg-IS, FedAU (as the FedAU and FedAWE authors' code gives
+    every baseline), FedAWE and SCAFFOLD."""
 
-    num_clients: int
-    lr: float
-    lr_decay: float = 1.0
+    num_clients: int = num_clients_hyper()
+    lr: float = hyper(
+        doc="eta_0, the clients' step size in round 1 (the server's in FedAR, MIFA, FedVARP)",
+        lo=0.0,
+        lo_open=True,
+        run="training-lr",
+    )
+    lr_decay: float = hyper(
+        1.0,
+        doc="eta_t = eta_0 lr_decay^(t - 1); 1 keeps the step size",
+        lo=0.0,
+        hi=1.0,
+        lo_open=True,
+    )
     like: tuple[np.ndarray, ...] = field(default=(), repr=False)
     server_lr = 1.0  # not a field here (no annotation): see the docstring
-
-    def __post_init__(self) -> None:
-        if self.num_clients < 1:
-            raise ValueError(f"num_clients: {self.num_clients} must be >= 1")
-        if self.lr <= 0.0 or not 0.0 < self.lr_decay <= 1.0:
-            raise ValueError(f"lr {self.lr} must be > 0 and lr_decay {self.lr_decay} in (0, 1]")
-        if not self.server_lr > 0.0:
-            raise ValueError(f"algorithm.params.server_lr: {self.server_lr} must be > 0")
 
     def for_model(self, initial_arrays: Sequence[np.ndarray]) -> VectorCore[S]:
         return replace(self, like=tuple(np.asarray(a) for a in initial_arrays))
@@ -97,24 +101,7 @@ class VectorCore(Core[S]):
 
 
 class VectorStrategy(CoreStrategy):
-    """The Flower adapter of a :class:`VectorCore`: builds the core with ``like`` from
-    ``initial_arrays``. Keyword-only: ``initial_arrays``, ``num_clients`` (N), ``lr``
-    (eta_0), ``lr_decay``, then Flower FedAvg's; subclasses pass their own parameters
-    as ``core_kwargs``."""
+    """The Flower adapter of a :class:`VectorCore` (the core learns the model's shapes
+    from ``initial_arrays``: :meth:`VectorCore.for_model`)."""
 
     core_type: type[VectorCore]
-
-    def __init__(
-        self,
-        *,
-        initial_arrays: NDArrays,
-        num_clients: int,
-        lr: float,
-        lr_decay: float = 1.0,
-        core_kwargs: dict[str, Any] | None = None,
-        **fedavg_kwargs: Any,
-    ) -> None:
-        core = self.core_type(
-            num_clients=num_clients, lr=lr, lr_decay=lr_decay, **(core_kwargs or {})
-        ).for_model(initial_arrays)
-        super().__init__(core, initial_arrays=initial_arrays, **fedavg_kwargs)

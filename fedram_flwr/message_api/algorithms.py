@@ -56,16 +56,15 @@ THETA_T = "(theta, t): theta's arrays, then t as a 1-element array (protocol.joi
 
 # ------------------------------------------------------------- FedAvg, Fed-CVaR-Avg
 class FedAvg(CoreMessageStrategy):
-    """FedAvg in partition-id order (replies without a partition id are summed first);
-    ``server_lr``: eta_g on the averaged update (1: the mean itself)."""
+    """FedAvg in partition-id order (replies without a partition id are summed first)."""
 
     core_type = FedAvgCore
     needs_partition_id = False
 
 
 class FedCVaRAvg(CoreMessageStrategy):
-    """Fed-CVaR-Avg (Alg. 1): ``alpha``, ``gamma``, ``lr_t``, ``t_init``; ``evaluate_fn``
-    sees theta, its metrics gain the global ``t``."""
+    """Fed-CVaR-Avg (Alg. 1); ``evaluate_fn`` sees theta, its metrics gain the global
+    ``t``."""
 
     core_type = FedCVaRAvgCore
     needs_partition_id = False
@@ -74,74 +73,69 @@ class FedCVaRAvg(CoreMessageStrategy):
 
 # ------------------------------------------------------------- CA-Fed, baselines
 class CAFed(CoreMessageStrategy):
-    """CA-Fed (Alg. 1): ``alpha``, ``server_lr``, ``known_pi``, ``known_lam``,
-    ``kappa2``, ``beta``, ``tau``, ``loss_floor``; replies report ``received-loss``."""
+    """CA-Fed (Alg. 1); replies report ``received-loss``."""
 
     core_type = CAFedCore
     required_metrics = (RECEIVED_LOSS,)
 
 
 class Unbiased(CoreMessageStrategy):
-    """Unbiased (CA-Fed Sec. V-A c): ``alpha``, ``server_lr``, ``known_pi``."""
+    """Unbiased (CA-Fed Sec. V-A c, baseline 1)."""
 
     core_type = UnbiasedCore
 
 
 class MoreAvailable(CoreMessageStrategy):
-    """More available (CA-Fed Sec. V-A c): as Unbiased, and ``min_pi``."""
+    """More available (CA-Fed Sec. V-A c, baseline 2)."""
 
     core_type = MoreAvailableCore
 
 
 class AdaFed(CoreMessageStrategy):
-    """AdaFed (CA-Fed Sec. V-A c): ``alpha``, ``server_lr``, ``known_pi``."""
+    """AdaFed (CA-Fed Sec. V-A c, baseline 3)."""
 
     core_type = AdaFedCore
 
 
 class F3AST(CoreMessageStrategy):
-    """F3AST (Ribero et al. 2023): as Unbiased, and ``clients_per_round``, ``beta``,
-    ``rate`` (``smoothed``: its own participation-rate estimate; ``ca-fed``: pi)."""
+    """F3AST (Ribero et al. 2023; CA-Fed Sec. V-A c, baseline 4)."""
 
     core_type = F3ASTCore
 
 
 # --------------------------------------------- FedAR and the stale-update family
 class FedAR(CoreMessageStrategy):
-    """FedAR (Alg. 1): ``num_clients``, ``lr``, ``lr_decay``, ``rho``, ``g``; steps from
-    memory in a round without replies."""
+    """FedAR (Alg. 1); steps from memory in a round without replies."""
 
     core_type = FedARCore
 
 
 class MIFA(CoreMessageStrategy):
-    """MIFA: ``num_clients``, ``lr``, ``lr_decay``, ``server_lr``; steps from memory in an
-    empty round."""
+    """MIFA; steps from memory in an empty round."""
 
     core_type = MIFACore
 
 
 class FedVARP(CoreMessageStrategy):
-    """FedVARP: ``num_clients``, ``lr``, ``lr_decay``, ``server_lr``."""
+    """FedVARP (Jhunjhunwala et al. 2022, Alg. 1)."""
 
     core_type = FedVARPCore
 
 
 class FedStale(CoreMessageStrategy):
-    """FedStale (its authors' rule): ``num_clients``, ``lr``, ``lr_decay``, ``beta``,
-    ``known_p`` (p_i, a function round -> p_i^t, or None: estimated)."""
+    """FedStale (its authors' rule: fresh updates weighted a_i / p_i)."""
 
     core_type = FedStaleCore
 
 
 class FedStaleActive(CoreMessageStrategy):
-    """FedStale over the active set: ``num_clients``, ``lr``, ``lr_decay``, ``beta``."""
+    """FedStale over the active set (fresh updates weighted 1 / |S|)."""
 
     core_type = FedStaleActiveCore
 
 
 class FedAvgAll(CoreMessageStrategy):
-    """FedAvg over all clients: ``num_clients``, ``lr``, ``lr_decay``."""
+    """FedAvg over all clients (the unavailable ones count as zero updates)."""
 
     core_type = FedAvgAllCore
 
@@ -193,14 +187,13 @@ class FedAWE(CoreMessageStrategy):
 
 
 class FedAvgIS(CoreMessageStrategy):
-    """FedAvg-IS: ``num_clients``, ``lr``, ``lr_decay``, ``known_p`` (p_i, or a function
-    round -> p_i^t), ``server_lr``."""
+    """FedAvg-IS: each available client weighted 1 / p_i."""
 
     core_type = FedAvgISCore
 
 
 class FedAvgSampled(CoreMessageStrategy):
-    """FedAvg(S): ``num_clients``, ``lr``, ``lr_decay``, ``max_clients``, ``seed``.
+    """FedAvg(S): at most S of the available clients a round.
 
     Under an availability wrapper the seeded subset of S is taken among the available
     nodes (in partition order) before training, as the legacy class does: only they
@@ -220,14 +213,13 @@ class FedAvgSampled(CoreMessageStrategy):
 
 
 class FedAU(CoreMessageStrategy):
-    """FedAU: ``num_clients``, ``lr``, ``lr_decay``, ``cutoff``, ``server_lr``."""
+    """FedAU (Wang and Ji, ICLR 2024): weights from the observed participation intervals."""
 
     core_type = FedAUCore
 
 
 class Scaffold(CoreMessageStrategy):
-    """SCAFFOLD (Alg. 1, option II): ``num_clients``, ``lr``, ``lr_decay``,
-    ``server_lr``; ``evaluate_fn`` sees x."""
+    """SCAFFOLD (Alg. 1, option II); ``evaluate_fn`` sees x."""
 
     core_type = ScaffoldCore
     reply_layout = "(y_i, Delta c_i): the model's arrays, then the control's (join_model_control)"
@@ -328,7 +320,7 @@ class RFedFair(CoreMessageStrategy):
 
 
 class AFL(CoreMessageStrategy):
-    """AFL: ``num_clients``, ``lr_lambda``; replies report ``received-loss``."""
+    """AFL (Mohri et al. 2019); replies report ``received-loss``."""
 
     core_type = AFLCore
     required_metrics = (RECEIVED_LOSS,)

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import MISSING, fields
 from logging import INFO
 from typing import Any, ClassVar
 
@@ -60,6 +59,12 @@ from fedram_flwr.message_api.round_guard import take_replies
 from fedram_flwr.message_api.round_view import RoundView
 from fedram_flwr.protocol import Arrays, ClientReply, in_partition_order, reply_partition_id
 from fedram_flwr.strategies.core import Core
+from fedram_flwr.strategies.hyper import (
+    core_parameters,
+    make_core,
+    parameters_doc,
+    with_parameters_doc,
+)
 from fedram_flwr.strategies.rounds import DEFAULT_MAX_FAILED_ROUNDS, FailedRounds
 
 FLOWER_FEDAVG_ARGS = tuple(p for p in inspect.signature(FedAvg.__init__).parameters if p != "self")
@@ -68,8 +73,16 @@ FLOWER_FEDAVG_ARGS = tuple(p for p in inspect.signature(FedAvg.__init__).paramet
 GUARD_ARGS = ("accept_failures", "max_failed_rounds")
 """The failure guard's arguments, which every strategy here takes."""
 
-MODEL_BOUND = ("like",)
-"""Core fields set from the model at start (:meth:`Core.for_model`), not hyper-parameters."""
+GUARD_ARGS_DOC = (
+    "accept_failures : bool, default True\n"
+    "    False: a round with an error reply aggregates nothing and the state stays.\n"
+    "max_failed_rounds : int, default 3\n"
+    "    Rounds in a row that aggregate nothing because clients failed before the run\n"
+    "    stops (:class:`~fedram_flwr.strategies.rounds.FailedRoundsError`).\n"
+    "**fedavg_kwargs\n"
+    "    Flower Message-API ``FedAvg``'s arguments (``fraction_train``,\n"
+    "    ``min_available_nodes``, ``weighted_by_key``, ``arrayrecord_key``, ...)."
+)
 
 EvaluateFn = Callable[[int, ArrayRecord], MetricRecord | None]
 
@@ -142,21 +155,6 @@ def ordered_replies(
 
 
 # ------------------------------------------------------------------ the base
-def make_core(core_type: type[Core], params: dict[str, Any], strategy: str) -> Core:
-    """``core_type(**params)``; unknown or missing parameters named with the allowed ones."""
-    own = [f for f in fields(core_type) if f.init and f.name not in MODEL_BOUND]
-    names = [f.name for f in own]
-    if unknown := sorted(set(params) - set(names)):
-        raise TypeError(
-            f"{strategy}: unknown argument(s) {unknown}; its own are {names}, the others "
-            f"Flower FedAvg's {list(FLOWER_FEDAVG_ARGS)}, accept_failures and max_failed_rounds"
-        )
-    required = [f.name for f in own if f.default is MISSING and f.default_factory is MISSING]
-    if missing := [n for n in required if n not in params]:
-        raise TypeError(f"{strategy}: missing required argument(s) {missing}")
-    return core_type(**params)
-
-
 class CoreMessageStrategy(FedAvg):
     """An algorithm core as a Flower Message-API strategy (see the module docstring).
 
@@ -181,21 +179,19 @@ class CoreMessageStrategy(FedAvg):
         super().__init_subclass__(**kwargs)
         if "core_type" not in cls.__dict__:
             return
-        kw, empty = inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.empty
-        own = [
-            inspect.Parameter(f.name, kw, default=empty if f.default is MISSING else f.default)
-            for f in fields(cls.core_type)
-            if f.init and f.name not in MODEL_BOUND
-        ]
+        kw = inspect.Parameter.KEYWORD_ONLY
         extra = list(inspect.signature(cls.__init__).parameters.values())[1:]
         flower = list(inspect.signature(FedAvg.__init__).parameters.values())[1:]
         params = [
-            *sorted(own, key=lambda p: p.default is not empty),
+            *core_parameters(cls.core_type),
             *(p for p in extra if p.kind == kw and p.name not in GUARD_ARGS),
             inspect.Parameter("accept_failures", kw, default=True),
             inspect.Parameter("max_failed_rounds", kw, default=DEFAULT_MAX_FAILED_ROUNDS),
             *(p.replace(kind=kw) for p in flower),
         ]
+        cls.__doc__ = with_parameters_doc(
+            cls.__doc__, parameters_doc(cls.core_type, trailing=GUARD_ARGS_DOC)
+        )
         cls.__signature__ = inspect.Signature(params)
 
     def __init__(
@@ -206,7 +202,11 @@ class CoreMessageStrategy(FedAvg):
         **kwargs: Any,
     ) -> None:
         flower = {k: kwargs.pop(k) for k in FLOWER_FEDAVG_ARGS if k in kwargs}
-        self.core = make_core(self.core_type, kwargs, type(self).__name__)
+        others = (
+            f"the others Flower FedAvg's {list(FLOWER_FEDAVG_ARGS)}, accept_failures and "
+            "max_failed_rounds"
+        )
+        self.core = make_core(self.core_type, kwargs, type(self).__name__, others)
         self.accept_failures = accept_failures
         self.failed_rounds = FailedRounds(max_failed_rounds)
         self.state: Any = None

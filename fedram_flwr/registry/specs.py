@@ -10,7 +10,8 @@ allowed values; it never builds a ClientManager or a strategy.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
@@ -21,8 +22,9 @@ from flwr.server.strategy import Strategy
 from flwr.serverapp.strategy import Strategy as MessageStrategy
 
 from fedram_flwr.availability import OracleClientManager
-from fedram_flwr.config import Scenario
+from fedram_flwr.config import Scenario, ScenarioError
 from fedram_flwr.data import FederatedData
+from fedram_flwr.registry.params import AlgorithmParams, params_for
 
 # ------------------------------------------------------------------- oracles
 RoundLaw = Callable[[int], np.ndarray]
@@ -104,57 +106,55 @@ class Run(Protocol):
     def client_manager(self) -> OracleClientManager: ...
 
 
-@dataclass(frozen=True)
-class AlgorithmParams:
-    """Base of every algorithm's ``algorithm.params``."""
-
-    def check(self, scenario: Scenario) -> None:
-        """Raise :class:`ScenarioError` naming ``algorithm.params.<field>``."""
-
-    @property
-    def oracle_informed(self) -> bool:
-        """Whether the strategy reads the oracle's hidden parameters (the opt-in)."""
-        return False
-
-    def strategy_kwargs(self, run: Run, initial: NDArrays) -> dict[str, Any]:
-        """The strategy's own keyword arguments, the initial model ``initial`` included."""
-        raise NotImplementedError
-
-    def message_kwargs(self, run: Run) -> dict[str, Any]:
-        """The Message-API strategy's own keyword arguments: the legacy ones (the same
-        core hyper-parameters, by the same names) without the initial model, which
-        ``start`` receives."""
-        kwargs = self.strategy_kwargs(run, [])
-        kwargs.pop("initial_arrays", None)
-        return kwargs
-
-
 AP = TypeVar("AP", bound=AlgorithmParams)
 
 
 @dataclass(frozen=True)
 class AlgorithmSpec(Generic[AP]):
-    """One algorithm: ``strategy(**params.strategy_kwargs(run, initial), **common)`` is
-    its legacy server, ``message_strategy(**params.message_kwargs(run), **common)`` its
-    Message-API server (:mod:`fedram_flwr.message_api.algorithms`, same core),
-    ``client(...)`` each client; ``reads_hidden`` the hidden oracle parameters it reads
-    when ``params.oracle_informed``."""
+    """One algorithm: ``strategy`` its legacy server (a
+    :class:`~fedram_flwr.strategies.base.CoreStrategy` over its core),
+    ``message_strategy`` its Message-API server (:mod:`fedram_flwr.message_api.algorithms`,
+    same core), ``client`` each client; ``reads_hidden`` the hidden oracle parameters it
+    reads when ``params.oracle_informed``. ``params``, the dataclass of its
+    ``algorithm.params``, is derived from the core's declarations
+    (:func:`~fedram_flwr.registry.params.params_for`) over ``scenario`` (what a scenario
+    adds beyond the core: :class:`~fedram_flwr.registry.params.OracleInformed`'s
+    switch, checks against the data); only a strategy without a core (Flower's q-FFL)
+    gives ``params`` itself."""
 
     name: str
-    params: type[AP]
     strategy: type[Strategy]
     message_strategy: type[MessageStrategy]
     client: type[NumPyClient]
     reads_hidden: frozenset[Hidden] = frozenset()
+    scenario: type[AlgorithmParams] = AlgorithmParams
+    params: type[AP] = None  # type: ignore[assignment]  # derived when not given
+
+    def __post_init__(self) -> None:
+        if self.params is None:
+            object.__setattr__(
+                self,
+                "params",
+                params_for(self.strategy.core_type, self.scenario, self.reads_hidden),
+            )
 
     def build_strategy(self, params: AP, run: Run, initial: NDArrays, **common: Any) -> Strategy:
-        return self.strategy(**params.strategy_kwargs(run, initial), **common)
+        with scenario_errors(params):
+            return self.strategy(**params.strategy_kwargs(run, initial), **common)
 
     def build_message_strategy(self, params: AP, run: Run, **common: Any) -> MessageStrategy:
-        return self.message_strategy(**params.message_kwargs(run), **common)
+        with scenario_errors(params):
+            return self.message_strategy(**params.message_kwargs(run), **common)
 
 
-def client_shares(run: Run) -> np.ndarray:
-    """p_i = m_i / m: each client's share of the training samples."""
-    sizes = np.array([len(y) for y in run.data.client_y], dtype=float)
-    return sizes / sizes.sum()
+@contextmanager
+def scenario_errors(params: AlgorithmParams) -> Iterator[None]:
+    """A core's ``ValueError`` that names one of the scenario's fields (the core raises
+    in its own names) as a :class:`ScenarioError` naming ``algorithm.params.<field>``."""
+    try:
+        yield
+    except ValueError as err:
+        text = str(err)
+        if any(text.startswith(f"{name}:") for name, _ in params.scenario_fields()):
+            raise ScenarioError(f"algorithm.params.{text}") from None
+        raise
