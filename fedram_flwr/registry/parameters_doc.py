@@ -99,7 +99,7 @@ def show_lines(name: str, params: AlgorithmParams) -> list[str]:
     for n, _, default, allowed, meaning in rows(spec):
         if n in values:
             where = f"; allowed {allowed}" if allowed else ""
-            out.append(f"#   {n} = {values[n]!r}  ({meaning}{where}; default {default})")
+            out.append(f"#   {n} = {values[n]!r}  ({meaning}{where}; default {default.strip('`')})")
         else:
             out.append(f"#   {n}: {default}  ({meaning})")
     return out
