@@ -10,7 +10,7 @@ and after a restart.
 - two-state Markov chains (CA-Fed Sec. III-D, V-A; with lambda = 0 FedAR's Bernoulli
   clients, Sec. 6.1): :func:`markov_activation`, :func:`markov_step`,
   :class:`MarkovChains`, and the paper's generators of (pi, lambda);
-- cyclic windows: :func:`evenly_spread_phases`, :func:`cyclic_active`;
+- cyclic windows: :func:`evenly_spread_phases`, :func:`group_phases`, :func:`cyclic_active`;
 - the connected SuperNodes' subsample: :func:`connected_sample`.
 
 :class:`HiddenLaw` is what an oracle hides from strategies (its ``hidden_law()``).
@@ -210,14 +210,26 @@ def cyclic_active(server_round: int, period: int, window: int, phase: np.ndarray
     return (server_round - 1 - phase) % period < window
 
 
+def group_phases(num_clients: int, period: int, groups: int) -> np.ndarray:
+    """Phases of ``groups`` equal contiguous blocks of ids taking turns: block g starts
+    its window at round g P // G + 1 (Crawshaw and Liu's periodic participation, whose
+    authors' code makes 5 contiguous groups, each active P/5 rounds of every P)."""
+    return contiguous_clusters(num_clients, groups) * period // groups
+
+
 # -------------------------------------------------------------------- connected
 def connected_sample(
-    connected: Sequence[int], m: int | None, seed: int, server_round: int
+    connected: Sequence[int],
+    m: int | None,
+    seed: int,
+    server_round: int,
+    stream_name: str = "connected-sample",
 ) -> list[int]:
     """Round ``server_round``'s relayed ids: all ``connected`` ones, or ``m`` of them
-    drawn uniformly without replacement by a generator seeded by (seed, round)."""
+    drawn uniformly without replacement by a generator seeded by (seed, round) on the
+    ``stream_name`` stream (the cyclic oracle's subsample uses ``cyclic-sample``)."""
     ids = sorted(int(i) for i in connected)
     if m is None or len(ids) <= m:
         return ids
-    rng = stream("connected-sample", seed, server_round)
+    rng = stream(stream_name, seed, server_round)
     return sorted(int(i) for i in rng.choice(ids, size=m, replace=False))

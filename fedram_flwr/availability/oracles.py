@@ -24,6 +24,7 @@ from fedram_flwr.availability.laws import (
     HiddenLaw,
     MarkovChains,
     check_markov_law,
+    connected_sample,
     cyclic_active,
     ram_relay,
 )
@@ -131,8 +132,11 @@ class BernoulliClientManager(MarkovClientManager):
 
 class CyclicClientManager(OracleClientManager):
     """Cyclic availability: client k is active ``window`` rounds of every ``period``,
-    shifted by its phase (deterministic; the seed is unused). Long-run availability
-    w / P; lag-1 autocorrelation 1 - P / (w (P - w)) when 0 < w < P."""
+    shifted by its phase. Every active client is relayed, or with ``clients_per_round``
+    m of them drawn uniformly from the ``cyclic-sample`` stream (Crawshaw and Liu's
+    periodic participation samples S of the active group). Without m the law is
+    deterministic: long-run availability w / P, lag-1 autocorrelation
+    1 - P / (w (P - w)) when 0 < w < P."""
 
     def __init__(
         self,
@@ -141,6 +145,7 @@ class CyclicClientManager(OracleClientManager):
         window: int,
         seed: int,
         *,
+        clients_per_round: int | None = None,
         wait_timeout: float = 120.0,
     ) -> None:
         phase = np.asarray(phase, dtype=int)
@@ -155,16 +160,28 @@ class CyclicClientManager(OracleClientManager):
                 f"availability.params.phase[{bad[0]}]: {phase[bad[0]]} is outside 0..{period - 1}"
             )
         super().__init__(phase.size, seed, wait_timeout=wait_timeout)
+        if clients_per_round is not None and clients_per_round < 1:
+            raise ValueError(
+                f"availability.params.clients_per_round: {clients_per_round} must be >= 1"
+            )
         self.period, self.window, self._phase = period, window, phase
+        self.clients_per_round = clients_per_round
 
     def hidden_law(self) -> HiddenLaw:
-        """Each client's long-run availability w / P (no Markov chain, no lambda)."""
-        return HiddenLaw(np.full(self.num_clients, self.window / self.period))
+        """Each client's long-run probability of being relayed: over one period, the
+        mean of 1{active} min(1, m / |active|) (w / P without m; no lambda)."""
+        pi = np.zeros(self.num_clients)
+        for r in range(1, self.period + 1):
+            active = cyclic_active(r, self.period, self.window, self._phase)
+            m = self.clients_per_round or active.sum()
+            pi += active * min(1.0, m / max(active.sum(), 1))
+        return HiddenLaw(pi / self.period)
 
     def draw(self, server_round: int) -> list[int]:
-        return np.flatnonzero(
-            cyclic_active(server_round, self.period, self.window, self._phase)
-        ).tolist()
+        active = np.flatnonzero(cyclic_active(server_round, self.period, self.window, self._phase))
+        return connected_sample(
+            active, self.clients_per_round, self.seed, server_round, "cyclic-sample"
+        )
 
 
 class TraceClientManager(OracleClientManager):

@@ -21,13 +21,27 @@ from fedram_flwr import strategies as st
 from fedram_flwr.extras import is_missing_extra, placeholder
 
 try:
-    from fedram_flwr.clients import CAFedClient, CVaRClient, ERMClient, RCFLClient, ScaffoldClient
+    from fedram_flwr.clients import (
+        AmplifiedScaffoldClient,
+        CAFedClient,
+        CVaRClient,
+        ERMClient,
+        RCFLClient,
+        ScaffoldClient,
+    )
 except ModuleNotFoundError as err:  # no torch: scenarios still load (`fedram show`)
     if not is_missing_extra(err):
         raise
-    CAFedClient, CVaRClient, ERMClient, RCFLClient, ScaffoldClient = (
-        placeholder(name, err)
-        for name in ("CAFedClient", "CVaRClient", "ERMClient", "RCFLClient", "ScaffoldClient")
+    names = (
+        "AmplifiedScaffoldClient",
+        "CAFedClient",
+        "CVaRClient",
+        "ERMClient",
+        "RCFLClient",
+        "ScaffoldClient",
+    )
+    AmplifiedScaffoldClient, CAFedClient, CVaRClient, ERMClient, RCFLClient, ScaffoldClient = (
+        placeholder(name, err) for name in names
     )
 from fedram_flwr.config import Scenario
 from fedram_flwr.message_api import algorithms as ma
@@ -261,6 +275,25 @@ class ScaffoldParams(ServerLRParams):
     """SCAFFOLD: the global step size eta_g (Karimireddy et al., Alg. 1)."""
 
 
+@dataclass(frozen=True)
+class AmplifiedScaffoldParams(ScheduledParams):
+    """Amplified SCAFFOLD (Crawshaw and Liu, NeurIPS 2024): the period P in rounds and the
+    amplification gamma; defaults are the authors' FashionMNIST run (P = 20, gamma = 1.5).
+    The local step size is training.lr."""
+
+    period: int = 20  # >= 1
+    amplification: float = 1.5  # > 0
+
+    def check(self, scenario: Scenario) -> None:
+        super().check(scenario)
+        check_range("algorithm.params.period", self.period, 1, None)
+        check_range("algorithm.params.amplification", self.amplification, 0.0, None, lo_open=True)
+
+    def strategy_kwargs(self, run: Run, initial: NDArrays) -> dict[str, Any]:
+        kwargs = super().strategy_kwargs(run, initial)
+        return {**kwargs, "period": self.period, "amplification": self.amplification}
+
+
 # ------------------------------------------------ RC-FL (rFedFair), AFL, q-FFL
 # ------------------------------------------------------------------ the table
 PI: frozenset[Hidden] = frozenset({"pi"})
@@ -312,6 +345,22 @@ ALGORITHMS: dict[str, AlgorithmSpec[Any]] = {
         ),
         AlgorithmSpec("fedau", FedAUParams, st.FedAU, ma.FedAU, ERMClient),
         AlgorithmSpec("scaffold", ScaffoldParams, st.Scaffold, ma.Scaffold, ScaffoldClient),
+        # Debiasing FedAvg (Sun et al. 2025), Amplified SCAFFOLD (Crawshaw and Liu 2024)
+        AlgorithmSpec(
+            "debiasing-fedavg",
+            FedAvgISParams,
+            st.DebiasingFedAvg,
+            ma.DebiasingFedAvg,
+            ERMClient,
+            reads_hidden=PI,
+        ),
+        AlgorithmSpec(
+            "amplified-scaffold",
+            AmplifiedScaffoldParams,
+            st.AmplifiedScaffold,
+            ma.AmplifiedScaffold,
+            AmplifiedScaffoldClient,
+        ),
         # RC-FL (rFedFair) and its baselines
         AlgorithmSpec("rfedfair", RFedFairParams, st.RFedFair, ma.RFedFair, RCFLClient),
         AlgorithmSpec("afl", AFLParams, st.AFL, ma.AFL, CAFedClient),
