@@ -14,8 +14,8 @@ and an amplified server step change only once per period:
 
 - a client in S_t receives (x, c) and takes K local steps y <- y - eta (g_i(y) - c_i + c)
   (``CorrectedSGD.step``: d_p = grad - c_i + c);
-- the server averages the models, x <- (1/|S_t|) sum_{i in S_t} y_i (``train``:
-  ``global_x = np.mean(trained_models)``);
+- the server averages the models, x <- x + (1/|S_t|) sum_{i in S_t} (y_i - x) (``train``:
+  ``global_x = np.mean(trained_models)``; SCAFFOLD's line 16 with eta_g = 1);
 - at the end of each period (server round r with r mod P = 0; ``train``: (r+1) % P == 0
   with r from 0): x <- x_0 + gamma (x - x_0), x_0 the model at the start of the period
   (``amplify_x``), then x_0 <- x; each client that trained during the period sets c_i to
@@ -60,6 +60,7 @@ from fedram_flwr.protocol import (
     split_model_control,
 )
 from fedram_flwr.strategies.core import Outcome
+from fedram_flwr.strategies.scaffold import scaffold_server_update
 from fedram_flwr.strategies.vector import VectorCore, VectorStrategy, flatten_into
 
 
@@ -70,9 +71,10 @@ def period_of(server_round: int, period: int) -> int:
 
 
 def amplify(anchor: np.ndarray, x: np.ndarray, gamma: float) -> np.ndarray:
-    """x_0 + gamma (x - x_0): the amplified step over a period (``train``: ``global_x =
-    amplify_x + gamma * (global_x - amplify_x)``)."""
-    return anchor + gamma * (x - anchor)
+    """x_0 + gamma (x - x_0), the amplified step over a period, as x + (gamma - 1)(x - x_0)
+    (``main.py``: ``w_global += (step_size_global - 1.0) * (w_global - w_prev)``), which
+    leaves x exactly as it is when gamma = 1."""
+    return x + (gamma - 1.0) * (x - anchor)
 
 
 def period_control_update(
@@ -157,7 +159,7 @@ class AmplifiedScaffoldCore(VectorCore[AmplifiedScaffoldState]):
                 y, d = split_model_control(reply.arrays())
                 models.append(flatten_into(y, np.empty_like(state.x)))
                 pending[reply.partition_id] = flatten_into(d, np.empty_like(state.x))
-            x = np.mean(models, axis=0, dtype=np.float64).astype(np.float32)
+            x = scaffold_server_update(state.x, state.c, models, [], self.num_clients)[0]
             state = AmplifiedScaffoldState(x, state.c, state.anchor, state.period, pending)
         closes = server_round % self.period == 0
         if closes:
