@@ -5,6 +5,8 @@ reaches the optimum that FedAvg misses. The client is in tests/clients/test_scaf
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from fedram_flwr.objectives import pooled_control_delta
@@ -16,7 +18,7 @@ from fedram_flwr.strategies.amplified_scaffold import (
     period_of,
 )
 from fedram_flwr.strategies.scaffold import ScaffoldCore
-from tests.helpers import QUAD_A, QUAD_B, scaffold_local_steps
+from tests.helpers import QUAD_A, QUAD_B, TINY_GAUSSIAN, scaffold_local_steps, scenario_error
 
 X0 = [np.zeros(1, np.float32)]
 
@@ -123,3 +125,11 @@ def test_reaches_the_optimum_under_cyclic_participation_where_fedavg_does_not() 
     x = run_quadratics(3, 1.5, True, 1500)
     np.testing.assert_allclose(x, x_star, atol=1e-3)
     assert np.abs(run_quadratics(3, 1.0, False, 1500) - x_star).max() > 0.1
+
+
+def test_bad_params_fail_at_load_naming_the_field() -> None:
+    raw = copy.deepcopy(TINY_GAUSSIAN)
+    raw["algorithm"] = {"name": "amplified-scaffold", "params": {"period": 0}}
+    assert "algorithm.params.period" in scenario_error(raw)
+    raw["algorithm"] = {"name": "amplified-scaffold", "params": {"amplification": 0.0}}
+    assert "algorithm.params.amplification" in scenario_error(raw)
