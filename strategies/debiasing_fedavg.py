@@ -18,10 +18,13 @@ an unbiased estimate of the mean update over all N clients once pi_hat -> pi_R
 frequency in place of CA-Fed's Beta(1, 1) posterior mean; the rest (the step, the
 oracle-informed mode with the true pi_R, ``server_lr`` eta_g) is that core's.
 
-It reduces to FedAvg where the paper says the bias vanishes, pi_R uniform: with pi_hat_i
-= m / N for every participant (known, or estimated in the cyclic case R = N/m - 1 after
-each client's first round, or under full participation, pi_hat = 1 from round 1) the
-weight of each of the m participants is 1 / m: the mean of their models.
+The paper's condition: FedAvg's asymptotic bias vanishes exactly when pi_R is uniform
+(its convergence result for Debiasing FedAvg excludes the cyclic case R = N/m - 1, i.e.
+R = N - 1 with one client a round,
+where pi_R = m/N and FedAvg is already unbiased). It reduces to FedAvg there: with
+pi_hat_i = m / N for every participant (known, ``known_p``; or full participation, where
+pi_hat = 1 from round 1) each of the m participants weighs 1 / m, the mean of their
+models.
 
 Choices (the algorithm box was not readable here; the abstract and reviews give the rule
 "estimate pi_R^i online, reweight by 1 / pi_R^i"): the estimate counts round t itself,
