@@ -20,8 +20,8 @@ oracle-informed mode with the true pi_R, ``server_lr`` eta_g) is that core's.
 
 The paper's condition: FedAvg's asymptotic bias vanishes exactly when pi_R is uniform
 (its convergence result for Debiasing FedAvg excludes the cyclic case R = N/m - 1, i.e.
-R = N - 1 with one client a round,
-where pi_R = m/N and FedAvg is already unbiased). It reduces to FedAvg there: with
+R = N - 1 with one client a round, where pi_R = m/N and FedAvg is already unbiased). It
+reduces to FedAvg there: with
 pi_hat_i = m / N for every participant (known, ``known_p``; or full participation, where
 pi_hat = 1 from round 1) each of the m participants weighs 1 / m, the mean of their
 models.
