@@ -11,6 +11,7 @@ from fedram_flwr.clients.cvar import CVaRClient
 from fedram_flwr.clients.erm import ERMClient
 from fedram_flwr.clients.message import (
     evaluate,
+    train_amplified_scaffold,
     train_ca_fed,
     train_cvar,
     train_erm,
@@ -18,11 +19,12 @@ from fedram_flwr.clients.message import (
     train_scaffold,
 )
 from fedram_flwr.clients.rc_fl import RCFLClient
-from fedram_flwr.clients.scaffold import ScaffoldClient
+from fedram_flwr.clients.scaffold import AmplifiedScaffoldClient, ScaffoldClient
 from fedram_flwr.clients.wire import partition_id
 from fedram_flwr.message_api.partitions import partition_id_query
 
 __all__ = [
+    "AmplifiedScaffoldClient",
     "CAFedClient",
     "CVaRClient",
     "ERMClient",
@@ -31,6 +33,7 @@ __all__ = [
     "evaluate",
     "partition_id",
     "partition_id_query",
+    "train_amplified_scaffold",
     "train_ca_fed",
     "train_cvar",
     "train_erm",

@@ -39,7 +39,7 @@ from fedram_flwr.clients.ca_fed import CAFedClient
 from fedram_flwr.clients.cvar import CVaRClient
 from fedram_flwr.clients.erm import ERMClient, FitResult
 from fedram_flwr.clients.rc_fl import RCFLClient
-from fedram_flwr.clients.scaffold import ScaffoldClient
+from fedram_flwr.clients.scaffold import AmplifiedScaffoldClient, ScaffoldClient
 from fedram_flwr.clients.wire import (
     ARRAYS,
     METRICS,
@@ -65,6 +65,7 @@ from fedram_flwr.protocol import (
     LR_T,
     NUM_EXAMPLES,
     PARTITION_ID,
+    PERIOD,
     RCFL_ALPHA,
     RCFL_MU,
     RCFL_P,
@@ -357,6 +358,13 @@ train_rcfl = Objective(
     (THRESHOLD_ETA,),
 )
 train_scaffold = Objective("train_scaffold", "SCAFFOLD", ScaffoldClient, WITH_CONTROL)
+train_amplified_scaffold = Objective(
+    "train_amplified_scaffold",
+    "Amplified SCAFFOLD",
+    AmplifiedScaffoldClient,
+    WITH_CONTROL,
+    (PERIOD,),
+)
 train_ca_fed = Objective(
     "train_ca_fed",
     "CA-Fed, AFL or q-FFL",
@@ -364,7 +372,14 @@ train_ca_fed = Objective(
     metrics=(RECEIVED_LOSS,),
     optional_keys=(REPORT_LOCAL_OPTIMUM,),
 )
-OBJECTIVES = (train_erm, train_cvar, train_rcfl, train_scaffold, train_ca_fed)
+OBJECTIVES = (
+    train_erm,
+    train_cvar,
+    train_rcfl,
+    train_scaffold,
+    train_amplified_scaffold,
+    train_ca_fed,
+)
 
 
 def objective_for(client: type[ERMClient]) -> Objective:

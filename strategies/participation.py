@@ -266,12 +266,17 @@ class FedAvgISCore(ReweightedCore):
         """p_i^t of the ``active`` clients in ``server_round`` (:func:`known_probabilities`)."""
         return known_probabilities(self.known_p, self.num_clients, server_round, active)
 
+    def estimate(self, counts: np.ndarray, server_round: int) -> np.ndarray:
+        """p_hat_i of round t from the counts of rounds available up to t: CA-Fed's,
+        with a Beta(1, 1) prior, (count + 1) / (t + 2)."""
+        return pi_hat(counts, server_round, 1.0, 1.0)
+
     def weights(self, estimator, server_round, active, elapsed):
         counts = estimator.copy()
         counts[active] += 1
         if self.known_p is not None:
             return 1.0 / self.known_at(server_round, active), counts
-        return 1.0 / pi_hat(counts, server_round, 1.0, 1.0)[active], counts
+        return 1.0 / self.estimate(counts, server_round)[active], counts
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)

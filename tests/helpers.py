@@ -534,6 +534,7 @@ TINY = {  # only what differs from the declared defaults, to keep the cases smal
     "fedawe": dict(server_lr=1.5),
     "fedavg-s": dict(max_clients=1),
     "fedau": dict(cutoff=5),
+    "amplified-scaffold": dict(period=2, amplification=1.5),
     "f3ast": dict(clients_per_round=1),
     "rfedfair": dict(alpha=0.5),
     "qffl": dict(q_param=1.0, qffl_learning_rate=0.1),

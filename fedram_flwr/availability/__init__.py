@@ -1,12 +1,15 @@
 """Availability: who participates in each round, decided by an oracle, never the server.
 
 - :mod:`.laws`: the pure laws, numpy only: (seed, round) -> active ids (RAM, cyclic
-  windows, the connected subsample) and :class:`HiddenLaw`; :mod:`.markov`: the Markov
-  and Bernoulli chains and the papers' generators of their (pi, lambda);
+  windows and their groups, the connected subsample) and :class:`HiddenLaw`;
+  :mod:`.markov`: the Markov and Bernoulli chains and the papers' generators of their
+  (pi, lambda); :mod:`.separation`: minimum-separation participation;
 - :mod:`.manager`: the legacy Flower ClientManager base every oracle shares (partition
   ids, bounded waits, the round counter) and :class:`AvailabilityError`;
 - :mod:`.oracles`: ``ram``, ``bernoulli``, ``markov``/``clustered``, ``cyclic``,
   ``trace``: thin wrappers over the laws that emulate availability;
+- :mod:`.separation`: minimum-separation participation, an R-order Markov chain
+  (Debiasing FedAvg's law, ``min-separation``);
 - :mod:`.nonstationary`: FedAWE's non-stationary Bernoulli law p_i^t = p_i f_i(t)
   (``nonstationary``);
 - :mod:`.traces`: reading and writing recorded traces; :mod:`.fedscale`: FedScale's
@@ -21,6 +24,7 @@ from fedram_flwr.availability.laws import (
     connected_sample,
     cyclic_active,
     evenly_spread_phases,
+    group_phases,
     ram_probabilities,
     ram_relay,
 )
@@ -53,6 +57,11 @@ from fedram_flwr.availability.oracles import (
     RandomAccessClientManager,
     TraceClientManager,
 )
+from fedram_flwr.availability.separation import (
+    MinSeparationClientManager,
+    SeparationChain,
+    stationary_participation,
+)
 from fedram_flwr.availability.traces import read_trace, write_trace
 from fedram_flwr.protocol import PARTITION_ID
 
@@ -66,11 +75,13 @@ __all__ = [
     "HiddenLaw",
     "MarkovChains",
     "MarkovClientManager",
+    "MinSeparationClientManager",
     "NonStationaryClientManager",
     "NonStationaryLaw",
     "OracleClientManager",
     "RandomAccessClientManager",
     "ReportingProxy",
+    "SeparationChain",
     "TraceClientManager",
     "ca_fed_cluster_law",
     "ca_fed_markov_law",
@@ -85,6 +96,7 @@ __all__ = [
     "fedawe_f",
     "fedawe_phi",
     "fedscale_matrix",
+    "group_phases",
     "label_permutation",
     "markov_activation",
     "markov_lambda_min",
@@ -93,5 +105,6 @@ __all__ = [
     "ram_relay",
     "read_fedscale",
     "read_trace",
+    "stationary_participation",
     "write_trace",
 ]

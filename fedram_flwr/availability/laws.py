@@ -9,7 +9,7 @@ and after a restart.
   :func:`ram_relay`;
 - two-state Markov chains (CA-Fed Sec. III-D, V-A; with lambda = 0 FedAR's Bernoulli
   clients, Sec. 6.1): in :mod:`fedram_flwr.availability.markov`;
-- cyclic windows: :func:`evenly_spread_phases`, :func:`cyclic_active`;
+- cyclic windows: :func:`evenly_spread_phases`, :func:`group_phases`, :func:`cyclic_active`;
 - the connected SuperNodes' subsample: :func:`connected_sample`.
 
 :class:`HiddenLaw` is what an oracle hides from strategies (its ``hidden_law()``).
@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fedram_flwr.availability.markov import contiguous_clusters
 from fedram_flwr.rng import stream
 
 
@@ -165,14 +166,43 @@ def cyclic_active(server_round: int, period: int, window: int, phase: np.ndarray
     return (server_round - 1 - phase) % period < window
 
 
+def group_phases(num_clients: int, period: int, groups: int) -> np.ndarray:
+    """Return the phases of ``groups`` equal contiguous blocks of ids taking turns.
+
+    Block g starts its window at round g P // G + 1 (Crawshaw and Liu's periodic
+    participation, whose authors' code makes 5 contiguous groups, each active P/5 rounds
+    of every P).
+
+    Parameters
+    ----------
+    num_clients : int
+        N, >= 1.
+    period : int
+        P, in rounds, >= 1.
+    groups : int
+        G, the number of blocks, in 1..N.
+
+    Returns
+    -------
+    np.ndarray
+        Each client's phase, in 0..P-1 (:func:`cyclic_active`).
+    """
+    return contiguous_clusters(num_clients, groups) * period // groups
+
+
 # -------------------------------------------------------------------- connected
 def connected_sample(
-    connected: Sequence[int], m: int | None, seed: int, server_round: int
+    connected: Sequence[int],
+    m: int | None,
+    seed: int,
+    server_round: int,
+    stream_name: str = "connected-sample",
 ) -> list[int]:
     """Choose the ids relayed in ``server_round`` among the connected ones.
 
     All ``connected`` ones, or ``m`` of them drawn uniformly without replacement from
-    the ``connected-sample`` stream seeded by (seed, round).
+    the ``stream_name`` stream seeded by (seed, round) (the cyclic oracle's subsample
+    uses ``cyclic-sample``).
 
     Parameters
     ----------
@@ -182,6 +212,8 @@ def connected_sample(
         How many to relay, >= 1; None: all of them.
     seed, server_round : int
         The scenario seed and the server round (>= 1) that seed the draw.
+    stream_name : str
+        The named stream of :mod:`fedram_flwr.rng` the draw comes from.
 
     Returns
     -------
@@ -191,5 +223,5 @@ def connected_sample(
     ids = sorted(int(i) for i in connected)
     if m is None or len(ids) <= m:
         return ids
-    rng = stream("connected-sample", seed, server_round)
+    rng = stream(stream_name, seed, server_round)
     return sorted(int(i) for i in rng.choice(ids, size=m, replace=False))

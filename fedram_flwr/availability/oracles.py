@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from fedram_flwr.availability.laws import HiddenLaw, cyclic_active, ram_relay
+from fedram_flwr.availability.laws import HiddenLaw, connected_sample, cyclic_active, ram_relay
 from fedram_flwr.availability.manager import AvailabilityError, OracleClientManager
 from fedram_flwr.availability.markov import MarkovChains, check_markov_law
 
@@ -191,8 +191,11 @@ class BernoulliClientManager(MarkovClientManager):
 class CyclicClientManager(OracleClientManager):
     """Cyclic availability: client k is active ``window`` rounds of every ``period``.
 
-    Shifted by its phase (deterministic; the seed is unused). Long-run availability
-    w / P; lag-1 autocorrelation 1 - P / (w (P - w)) when 0 < w < P
+    Shifted by its phase. Every active client is relayed, or with ``clients_per_round``
+    m of them drawn uniformly from the ``cyclic-sample`` stream (Crawshaw and Liu's
+    periodic participation samples S of the active group). Without m the law is
+    deterministic: long-run availability w / P, lag-1 autocorrelation
+    1 - P / (w (P - w)) when 0 < w < P
     (:func:`~fedram_flwr.availability.laws.cyclic_active`).
 
     Parameters
@@ -202,9 +205,11 @@ class CyclicClientManager(OracleClientManager):
     period, window : int
         P and w, in rounds: P >= 1, 1 <= w <= P.
     seed : int
-        Unused.
+        The scenario seed (the subsample's draws; unused without ``clients_per_round``).
     wait_timeout : float
         Seconds, >= 0: the longest a wait for clients to connect lasts.
+    clients_per_round : int, optional
+        m >= 1: how many of the active clients are relayed (None: all).
 
     Raises
     ------
@@ -219,6 +224,7 @@ class CyclicClientManager(OracleClientManager):
         window: int,
         seed: int,
         *,
+        clients_per_round: int | None = None,
         wait_timeout: float = 120.0,
     ) -> None:
         phase = np.asarray(phase, dtype=int)
@@ -233,17 +239,32 @@ class CyclicClientManager(OracleClientManager):
                 f"availability.params.phase[{bad[0]}]: {phase[bad[0]]} is outside 0..{period - 1}"
             )
         super().__init__(phase.size, seed, wait_timeout=wait_timeout)
+        if clients_per_round is not None and clients_per_round < 1:
+            raise ValueError(
+                f"availability.params.clients_per_round: {clients_per_round} must be >= 1"
+            )
         self.period, self.window, self._phase = period, window, phase
+        self.clients_per_round = clients_per_round
 
     def hidden_law(self) -> HiddenLaw:
-        """Return each client's long-run availability w / P (no Markov chain, no lambda)."""
-        return HiddenLaw(np.full(self.num_clients, self.window / self.period))
+        """Return each client's long-run probability of being relayed.
+
+        Over one period, the mean of 1{active} min(1, m / |active|) (w / P without m;
+        no Markov chain, no lambda).
+        """
+        pi = np.zeros(self.num_clients)
+        for r in range(1, self.period + 1):
+            active = cyclic_active(r, self.period, self.window, self._phase)
+            m = self.clients_per_round or active.sum()
+            pi += active * min(1.0, m / max(active.sum(), 1))
+        return HiddenLaw(pi / self.period)
 
     def draw(self, server_round: int) -> list[int]:
-        """Return the clients whose window covers ``server_round`` (>= 1)."""
-        return np.flatnonzero(
-            cyclic_active(server_round, self.period, self.window, self._phase)
-        ).tolist()
+        """Return the clients relayed in ``server_round`` (>= 1): the active ones, or m."""
+        active = np.flatnonzero(cyclic_active(server_round, self.period, self.window, self._phase))
+        return connected_sample(
+            active, self.clients_per_round, self.seed, server_round, "cyclic-sample"
+        )
 
 
 class TraceClientManager(OracleClientManager):

@@ -24,6 +24,7 @@ from fedram_flwr.message_api.round_view import RoundView
 from fedram_flwr.message_api.strategy import CoreMessageStrategy, EvaluateFn, ordered_replies
 from fedram_flwr.protocol import NUM_EXAMPLES, PARTITION_ID, RECEIVED_LOSS, ClientReply
 from fedram_flwr.strategies.afl import AFLCore
+from fedram_flwr.strategies.amplified_scaffold import AmplifiedScaffoldCore
 from fedram_flwr.strategies.availability_baselines import (
     AdaFedCore,
     F3ASTCore,
@@ -31,6 +32,7 @@ from fedram_flwr.strategies.availability_baselines import (
     UnbiasedCore,
 )
 from fedram_flwr.strategies.ca_fed import CAFedCore
+from fedram_flwr.strategies.debiasing_fedavg import DebiasingFedAvgCore
 from fedram_flwr.strategies.fed_cvar_avg import FedCVaRAvgCore
 from fedram_flwr.strategies.fedar import FedARCore
 from fedram_flwr.strategies.fedavg import FedAvgCore
@@ -223,6 +225,21 @@ class Scaffold(CoreMessageStrategy):
 
     core_type = ScaffoldCore
     reply_layout = "(y_i, Delta c_i): the model's arrays, then the control's (join_model_control)"
+
+
+class AmplifiedScaffold(CoreMessageStrategy):
+    """Amplified SCAFFOLD (Crawshaw and Liu 2024): ``num_clients``, ``lr``, ``lr_decay``,
+    ``period``, ``amplification``; ``evaluate_fn`` sees x."""
+
+    core_type = AmplifiedScaffoldCore
+    reply_layout = "(y_i, D_i): the model's arrays, then the control's (join_model_control)"
+
+
+class DebiasingFedAvg(CoreMessageStrategy):
+    """Debiasing FedAvg (Sun et al. 2025): ``num_clients``, ``lr``, ``lr_decay``,
+    ``known_p`` (pi_R, or None: estimated), ``server_lr``."""
+
+    core_type = DebiasingFedAvgCore
 
 
 # ------------------------------------------------------- rFedFair, AFL, q-FFL

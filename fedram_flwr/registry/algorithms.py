@@ -17,13 +17,27 @@ from fedram_flwr import strategies as st
 from fedram_flwr.extras import is_missing_extra, placeholder
 
 try:
-    from fedram_flwr.clients import CAFedClient, CVaRClient, ERMClient, RCFLClient, ScaffoldClient
+    from fedram_flwr.clients import (
+        AmplifiedScaffoldClient,
+        CAFedClient,
+        CVaRClient,
+        ERMClient,
+        RCFLClient,
+        ScaffoldClient,
+    )
 except ModuleNotFoundError as err:  # no torch: scenarios still load (`fedram show`)
     if not is_missing_extra(err):
         raise
-    CAFedClient, CVaRClient, ERMClient, RCFLClient, ScaffoldClient = (
-        placeholder(name, err)
-        for name in ("CAFedClient", "CVaRClient", "ERMClient", "RCFLClient", "ScaffoldClient")
+    names = (
+        "AmplifiedScaffoldClient",
+        "CAFedClient",
+        "CVaRClient",
+        "ERMClient",
+        "RCFLClient",
+        "ScaffoldClient",
+    )
+    AmplifiedScaffoldClient, CAFedClient, CVaRClient, ERMClient, RCFLClient, ScaffoldClient = (
+        placeholder(name, err) for name in names
     )
 from fedram_flwr.message_api import algorithms as ma
 from fedram_flwr.registry.algorithms_rc_fl import QFFLParams, RFedFairChecks
@@ -72,6 +86,17 @@ ALGORITHMS: dict[str, AlgorithmSpec[Any]] = {
         AlgorithmSpec("fedavg-s", st.FedAvgSampled, ma.FedAvgSampled, ERMClient, scenario=ORACLE),
         AlgorithmSpec("fedau", st.FedAU, ma.FedAU, ERMClient, scenario=ORACLE),
         AlgorithmSpec("scaffold", st.Scaffold, ma.Scaffold, ScaffoldClient, scenario=ORACLE),
+        # Debiasing FedAvg (Sun et al. 2025), Amplified SCAFFOLD (Crawshaw and Liu 2024)
+        AlgorithmSpec(
+            "debiasing-fedavg", st.DebiasingFedAvg, ma.DebiasingFedAvg, ERMClient, PI, ORACLE
+        ),
+        AlgorithmSpec(
+            "amplified-scaffold",
+            st.AmplifiedScaffold,
+            ma.AmplifiedScaffold,
+            AmplifiedScaffoldClient,
+            scenario=ORACLE,
+        ),
         # RC-FL (rFedFair) and its baselines
         AlgorithmSpec("rfedfair", st.RFedFair, ma.RFedFair, RCFLClient, scenario=RFedFairChecks),
         AlgorithmSpec("afl", st.AFL, ma.AFL, CAFedClient),

@@ -31,6 +31,7 @@ TINY_ORACLE_PARAMS: dict[str, dict[str, Any]] = {
     "clustered": {"num_clusters": 3},
     "trace": {"path": "trace.csv"},  # written by the test, relative to tmp_path
     "nonstationary": {"p": [1.0, 0.5, 0.2], "dynamics": "stationary"},  # client 0 always in
+    "min-separation": {"separation": 0, "clients_per_round": 2},  # pi >= 1/2 for someone
 }
 
 
