@@ -132,7 +132,13 @@ def server_step(previous: Sequence[np.ndarray], mean: Arrays, server_lr: float) 
 # ------------------------------------------------------------------------ core
 @dataclass(frozen=True)
 class ModelState:
-    """The global model's arrays (as broadcast)."""
+    """The state of the model-averaging cores: the global model.
+
+    Parameters
+    ----------
+    arrays : Arrays
+        The global model's arrays, as broadcast.
+    """
 
     arrays: Arrays
 
