@@ -1,7 +1,9 @@
-"""Server strategies (imported as ``fedram_flwr.strategies``): one module per
-algorithm family, pure numpy math first, then its core (a frozen state value and pure
-functions over it, :mod:`~fedram_flwr.strategies.core`), then the thin Flower Strategy
-over the core (one base, :mod:`~fedram_flwr.strategies.base`)."""
+"""Server strategies (imported as ``fedram_flwr.strategies``).
+
+One module per algorithm family: pure numpy math first, then its core (a frozen state
+value and pure functions over it, :mod:`~fedram_flwr.strategies.core`), then the thin
+Flower Strategy over the core (one base, :mod:`~fedram_flwr.strategies.base`).
+"""
 
 from fedram_flwr.strategies.afl import AFL
 from fedram_flwr.strategies.amplified_scaffold import AmplifiedScaffold

@@ -52,9 +52,12 @@ __all__ = [
 
 @dataclass(frozen=True)
 class FedCVaRAvgCore(WeightedMeanCore):
-    """Fed-CVaR-Avg's server (Alg. 1): state (theta, t) packed as the broadcast arrays;
-    adopts the relayed (theta, t) (an example-weighted average when the RAM relays
-    m > 1), sends (alpha, gamma, eta_t). It never reads rho."""
+    """Fed-CVaR-Avg's server (Theodoropoulos et al., ICASSP 2024, Alg. 1).
+
+    State (theta, t) packed as the broadcast arrays; adopts the relayed (theta, t) (an
+    example-weighted average when the RAM relays m > 1), sends (alpha, gamma, eta_t).
+    It never reads rho.
+    """
 
     alpha: float = hyper(
         0.1, doc="alpha, the CVaR level (eq. 4; 1: the mean, FedAvg)", lo=0.0, hi=1.0, lo_open=True
@@ -66,21 +69,27 @@ class FedCVaRAvgCore(WeightedMeanCore):
     t_init: float = hyper(0.0, doc="t before round 1 (the authors' code: 0)")
 
     def init(self, initial_arrays: Sequence[np.ndarray]) -> ModelState:
+        """Start from (theta_0, t_init), packed as one list of arrays."""
         return ModelState(join_theta_t(initial_arrays, self.t_init))
 
     def fit_config(self, state: ModelState, server_round: int) -> dict[str, Any]:
+        """Send alpha, gamma and eta_t (eq. 6, Alg. 1 line 8)."""
         return {CVAR_ALPHA: self.alpha, CVAR_GAMMA: self.gamma, LR_T: self.lr_t}
 
     def evaluated(self, arrays: Sequence[np.ndarray]) -> tuple[Arrays, dict[str, Any]]:
+        """Evaluate theta only; report the global t beside it."""
         theta, t = split_theta_t(arrays)
         return theta, {THRESHOLD_T: t}
 
     def diagnostics(self, state: ModelState) -> dict[str, Any]:
+        """Log the global t."""
         return {THRESHOLD_T: split_theta_t(state.arrays)[1]}
 
 
 class FedCVaRAvg(CoreStrategy):
-    """Fed-CVaR-Avg (Alg. 1) as a Flower Strategy over :class:`FedCVaRAvgCore`.
+    """Fed-CVaR-Avg (Theodoropoulos et al., ICASSP 2024, Alg. 1) as a Flower Strategy.
+
+    Over :class:`FedCVaRAvgCore`.
 
     ``evaluate_fn`` sees theta only; the reported metrics add the global t. Like
     FedAvg it also serves clients that report no partition id (only one is relayed).

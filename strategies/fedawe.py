@@ -1,6 +1,8 @@
-"""FedAWE: M. Xiang, S. Ioannidis, E. Yeh, C. Joe-Wong, L. Su, "Efficient Federated
-Learning against Heterogeneous and Non-stationary Client Unavailability", NeurIPS 2024,
-Algorithm 1 (adaptive innovation echoing and implicit gossiping).
+"""FedAWE: adaptive innovation echoing and implicit gossiping.
+
+M. Xiang, S. Ioannidis, E. Yeh, C. Joe-Wong, L. Su, "Efficient Federated Learning
+against Heterogeneous and Non-stationary Client Unavailability", NeurIPS 2024,
+Algorithm 1.
 
 Algorithm 1, with the paper's rounds t = 0, 1, ... as this project's rounds t + 1 (so
 the paper's tau_i(0) = -1 is ``tau = 0`` here and the echo factor t - tau_i(t) is the
@@ -47,22 +49,63 @@ from fedram_flwr.strategies.vector import VectorCore, VectorStrategy, client_mod
 
 # ------------------------------------------------------------------ pure functions
 def echoed(start: np.ndarray, local: np.ndarray, factor: float, server_lr: float) -> np.ndarray:
-    """Alg. 1 lines 10-11: x_i^{t+} = x_i^t - eta_g (t - tau_i(t)) G_i^t with
-    G_i^t = x_i^t - x_i^{(t,s)}; ``start`` = x_i^t, ``local`` = x_i^{(t,s)} (float64)."""
+    """Echo a client's innovation (FedAWE Alg. 1 lines 10-11).
+
+    x_i^{t+} = x_i^t - eta_g (t - tau_i(t)) G_i^t with G_i^t = x_i^t - x_i^{(t,s)}.
+
+    Parameters
+    ----------
+    start : np.ndarray
+        x_i^t, shape (d,): the model the client started from.
+    local : np.ndarray
+        x_i^{(t,s)}, shape (d,): the model it returned after s local steps.
+    factor : float
+        The echo factor t - tau_i(t), >= 1 (rounds since its last available round).
+    server_lr : float
+        eta_g, the global learning rate, > 0.
+
+    Returns
+    -------
+    np.ndarray
+        x_i^{t+}, shape (d,), float64.
+    """
     start64 = start.astype(np.float64)
     return start64 - server_lr * factor * (start64 - local)
 
 
 def held_snapshots(snapshots: dict[int, np.ndarray], tau: np.ndarray) -> dict[int, np.ndarray]:
-    """The global models some client still starts from (keys: the distinct tau_i)."""
+    """Keep the global models some client still starts from.
+
+    Parameters
+    ----------
+    snapshots : dict of int to np.ndarray
+        x^{tau+1} by tau (rounds).
+    tau : np.ndarray
+        Shape (N,): tau_i, each client's last available round (0: never).
+
+    Returns
+    -------
+    dict of int to np.ndarray
+        The entries of ``snapshots`` whose key is some tau_i.
+    """
     return {k: v for k, v in snapshots.items() if k in set(tau.tolist())}
 
 
 # ------------------------------------------------------------------------ core
 @dataclass(frozen=True)
 class FedAWEState:
-    """x^t (float32 vector), tau_i(t) per client (0: never available, the paper's -1) and
-    x^{tau+1} for each tau some client holds (``snapshots[tau]``; ``snapshots[0]`` = x^0)."""
+    """FedAWE's server state (Alg. 1).
+
+    Parameters
+    ----------
+    w : np.ndarray
+        x^t, shape (d,), float32: the global model.
+    tau : np.ndarray
+        Shape (N,), int: tau_i(t), each client's last available round (0: never
+        available, the paper's -1).
+    snapshots : dict of int to np.ndarray
+        x^{tau+1} for each tau some client holds (``snapshots[0]`` = x^0).
+    """
 
     w: np.ndarray
     tau: np.ndarray
@@ -71,25 +114,31 @@ class FedAWEState:
 
 @dataclass(frozen=True, eq=False, kw_only=True)
 class FedAWECore(VectorCore[FedAWEState]):
-    """FedAWE (Alg. 1): ``server_lr`` is eta_g; eta_l = ``lr`` (x ``lr_decay``^(t-1)) is
-    sent to the clients as their step size."""
+    """FedAWE's core (Xiang et al., NeurIPS 2024, Alg. 1).
+
+    ``server_lr`` is eta_g; eta_l = ``lr`` (x ``lr_decay``^(t-1)) is sent to the
+    clients as their step size.
+    """
 
     server_lr: float = server_lr_hyper()
 
     def init(self, initial_arrays: Sequence[np.ndarray]) -> FedAWEState:
+        """Start from x^0, every tau_i = 0."""
         w = self.vector(initial_arrays)
         return FedAWEState(w, np.zeros(self.num_clients, dtype=np.int64), {0: w})
 
     def arrays(self, state: FedAWEState) -> Arrays:
+        """Broadcast x^t (each client is sent its own x_i^t: :meth:`client_arrays`)."""
         return self.unflatten(state.w)
 
     def client_arrays(self, state: FedAWEState, partition_id: int) -> Arrays:
-        """What client ``partition_id`` starts from: x_i^t = x^{tau_i+1} (lines 5, 18)."""
+        """Return what client ``partition_id`` starts from: x_i^t = x^{tau_i+1} (lines 5, 18)."""
         return self.unflatten(state.snapshots[int(state.tau[partition_id])])
 
     def aggregate(
         self, state: FedAWEState, server_round: int, replies: Sequence[ClientReply], elapsed: int
     ) -> Outcome[FedAWEState]:
+        """Average the echoed models (lines 10-15) and record the clients' tau_i."""
         if not replies:
             return Outcome(state, {}, aggregated=False)
         acc = np.zeros(state.w.shape, dtype=np.float64)
@@ -107,13 +156,17 @@ class FedAWECore(VectorCore[FedAWEState]):
         )
 
     def diagnostics(self, state: FedAWEState) -> dict[str, Any]:
+        """Log the number of models kept."""
         return {"snapshots": len(state.snapshots)}
 
 
 # ---------------------------------------------------------------- Flower adapter
 class FedAWE(VectorStrategy):
-    """FedAWE over :class:`FedAWECore` (``server_lr``: eta_g). Each sampled client is
-    sent its own x_i^t (its partition id asked once with ``get_properties``)."""
+    """FedAWE (Xiang et al., NeurIPS 2024) as a Flower Strategy over :class:`FedAWECore`.
+
+    ``server_lr``: eta_g. Each sampled client is sent its own x_i^t (its partition id
+    asked once with ``get_properties``).
+    """
 
     core_type = FedAWECore
 
@@ -124,6 +177,7 @@ class FedAWE(VectorStrategy):
     def configure_fit(
         self, server_round: int, parameters: Parameters, client_manager: ClientManager
     ) -> list[tuple[ClientProxy, FitIns]]:
+        """Send each sampled client its own x_i^t (asking its partition id once)."""
         pairs = super().configure_fit(server_round, parameters, client_manager)
         sent: dict[int, Parameters] = {}  # tau -> its serialised model, once per round
         out = []

@@ -74,7 +74,14 @@ class Hyper:
     run_default: RunValue | None = None
 
     def allowed(self) -> str:
-        """The allowed values as the docs and errors write them: ``(0, 1]``, ``a | b``."""
+        """Return the allowed values as the docs and errors write them: ``(0, 1]``, ``a, b``.
+
+        Returns
+        -------
+        str
+            The choices, comma-separated, or the range (``[lo, hi]``, ``(lo, inf)``...);
+            empty when anything is allowed.
+        """
         if self.choices:
             return ", ".join(self.choices)
         if self.lo is None and self.hi is None:
@@ -85,9 +92,24 @@ class Hyper:
         return f"{'(' if self.lo_open else '['}{lo}, {hi}{close}"
 
     def problem(self, name: str, value: Any, bounds: dict[str, float] | None = None) -> str | None:
-        """Why ``value`` is not allowed (``None``: it is), naming ``name``; each element
-        of a tuple or list is checked. Bounds that name a run value are resolved by
-        ``bounds`` (skipped when it does not hold them)."""
+        """Say why ``value`` is not allowed, naming ``name``.
+
+        Parameters
+        ----------
+        name : str
+            The field's name, as the message starts (``name[i]`` for an element).
+        value : Any
+            The value; each element of a tuple, list or numpy array is checked. NaN is
+            outside any range; ``None`` and strings pass a range.
+        bounds : dict of str to float, optional
+            The values of the :data:`RunValue` bounds; a bound it does not hold is
+            skipped.
+
+        Returns
+        -------
+        str or None
+            The reason, or ``None`` when the value is allowed.
+        """
         if hasattr(value, "tolist") and not isinstance(value, int | float):  # numpy
             value = value.tolist()
         if isinstance(value, tuple | list):
@@ -132,16 +154,43 @@ def hyper(
     run: RunValue | None = None,
     run_default: RunValue | None = None,
 ) -> Any:
-    """A core's hyper-parameter field: ``default`` (none: required) and its :class:`Hyper`
-    declaration (see there for the arguments)."""
+    """Declare a core's hyper-parameter: a dataclass field holding its :class:`Hyper`.
+
+    Parameters
+    ----------
+    default : Any, optional
+        The default (the paper's value); none: the argument is required.
+    doc, lo, hi, lo_open, choices, run, run_default
+        The declaration: see :class:`Hyper`.
+
+    Returns
+    -------
+    dataclasses.Field
+        The field, with the declaration in its metadata.
+    """
     meta = {_KEY: Hyper(doc, lo, hi, lo_open, tuple(choices), run, run_default)}
     return field(default=default, metadata=meta)
 
 
 def declared(core_type: type) -> list[tuple[Field, Hyper]]:
-    """The hyper-parameters of ``core_type`` (a core dataclass class), in field order:
-    every init field but :data:`MODEL_BOUND`; a field not declared with :func:`hyper`
-    is an error (nothing undeclared reaches a constructor)."""
+    """Return the hyper-parameters of a core class, in field order.
+
+    Parameters
+    ----------
+    core_type : type
+        A core dataclass class.
+
+    Returns
+    -------
+    list of (dataclasses.Field, Hyper)
+        Every init field but :data:`MODEL_BOUND`, with its declaration.
+
+    Raises
+    ------
+    TypeError
+        If an init field is not declared with :func:`hyper` (nothing undeclared reaches
+        a constructor).
+    """
     out = []
     for f in fields(core_type):
         if not f.init or f.name in MODEL_BOUND:
@@ -155,7 +204,7 @@ def declared(core_type: type) -> list[tuple[Field, Hyper]]:
 
 
 def is_required(f: Field) -> bool:
-    """Whether a field has no default."""
+    """Return whether a field has no default."""
     return f.default is MISSING and f.default_factory is MISSING
 
 
@@ -167,8 +216,30 @@ def check_hypers(core: Any) -> None:
 
 
 def make_core(core_type: type, params: dict[str, Any], strategy: str, others: str) -> Any:
-    """``core_type(**params)``; unknown or missing arguments are named with the allowed
-    ones (``others``: what else the strategy takes, for the message)."""
+    """Build ``core_type(**params)``, naming unknown or missing arguments.
+
+    Parameters
+    ----------
+    core_type : type
+        A core dataclass class.
+    params : dict of str to Any
+        Its hyper-parameters by name.
+    strategy : str
+        The strategy's name, for the message.
+    others : str
+        What else the strategy takes, for the message.
+
+    Returns
+    -------
+    Any
+        The core (checked by its ``__post_init__``).
+
+    Raises
+    ------
+    TypeError
+        If an argument is unknown (the allowed ones are named) or a required one is
+        missing.
+    """
     names = [f.name for f, _ in declared(core_type)]
     if unknown := sorted(set(params) - set(names)):
         raise TypeError(f"{strategy}: unknown argument(s) {unknown}; its own are {names}, {others}")
@@ -179,8 +250,18 @@ def make_core(core_type: type, params: dict[str, Any], strategy: str, others: st
 
 
 def core_parameters(core_type: type) -> list[inspect.Parameter]:
-    """The core's hyper-parameters as keyword-only ``inspect.Parameter`` values, the
-    required ones first (a constructor's signature)."""
+    """Return the core's hyper-parameters as a constructor's keyword-only parameters.
+
+    Parameters
+    ----------
+    core_type : type
+        A core dataclass class.
+
+    Returns
+    -------
+    list of inspect.Parameter
+        Keyword-only, with their defaults, the required ones first.
+    """
     kw, empty = inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.empty
     params = [
         inspect.Parameter(f.name, kw, default=empty if is_required(f) else f.default)
@@ -190,7 +271,7 @@ def core_parameters(core_type: type) -> list[inspect.Parameter]:
 
 
 def type_name(core_type: type, name: str) -> str:
-    """The declared type of field ``name`` as the docs write it."""
+    """Return the declared type of field ``name`` of ``core_type`` as the docs write it."""
     hint = typing.get_type_hints(core_type).get(name, Any)
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
         return " or ".join(_name(a) for a in typing.get_args(hint))
@@ -206,8 +287,23 @@ def _name(hint: Any) -> str:
 
 
 def parameters_doc(core_type: type, leading: str = "", trailing: str = "") -> str:
-    """A numpy-style ``Parameters`` section of ``core_type``'s hyper-parameters, between
-    the entries ``leading`` and ``trailing`` (already formatted, may be empty)."""
+    """Write the numpy-style ``Parameters`` section of a core's hyper-parameters.
+
+    One entry per declared field: type, default (or ``required``), doc, allowed values
+    and where the run gives it.
+
+    Parameters
+    ----------
+    core_type : type
+        A core dataclass class.
+    leading, trailing : str
+        Entries before and after the hyper-parameters, already formatted (may be empty).
+
+    Returns
+    -------
+    str
+        The section, heading and underline included, unindented.
+    """
     lines = ["Parameters", "----------"]
     if leading:
         lines.append(leading.rstrip("\n"))
@@ -225,22 +321,37 @@ def parameters_doc(core_type: type, leading: str = "", trailing: str = "") -> st
 
 
 def with_parameters_doc(doc: str | None, section: str) -> str:
-    """``doc`` (a class docstring) with ``section`` appended, indented as the
-    docstring's own body is (so ``help()`` and ``inspect.getdoc`` show it aligned)."""
+    """Append ``section`` to a class docstring.
+
+    Parameters
+    ----------
+    doc : str or None
+        The class docstring (``None``: empty).
+    section : str
+        An unindented section (:func:`parameters_doc`).
+
+    Returns
+    -------
+    str
+        ``doc``, cleaned by ``inspect.cleandoc`` (so ``help()`` and ``inspect.getdoc``
+        show the section aligned with its body), then a blank line and ``section``.
+    """
     doc = inspect.cleandoc(doc or "")
     return f"{doc}\n\n{section}\n"
 
 
 def server_lr_hyper() -> Any:
-    """The global (server) learning rate eta_g, declared once for every core that takes
-    it: x_{t+1} = x_t + eta_g d_t, d_t the rule's own aggregated update (the FedAU and
-    FedAWE authors' code gives every baseline one; 1 leaves each rule as its paper
-    states it, bit for bit)."""
+    """Declare the global (server) learning rate eta_g once for every core that takes it.
+
+    x_{t+1} = x_t + eta_g d_t, d_t the rule's own aggregated update (the FedAU and FedAWE
+    authors' code gives every baseline one; 1 leaves each rule as its paper states it,
+    bit for bit). A :func:`hyper` field: default 1, range (0, inf).
+    """
     return hyper(
         1.0, doc="eta_g, the global learning rate on the aggregated update", lo=0.0, lo_open=True
     )
 
 
 def num_clients_hyper() -> Any:
-    """N, declared once for every core that keeps something per client."""
+    """Declare N once for every core that keeps something per client (given by the run)."""
     return hyper(doc="N, the number of clients (partition ids 0..N-1)", lo=1, run="num-clients")

@@ -49,8 +49,29 @@ from fedram_flwr.strategies.base import ReplyAggregation
 def qffl_terms(
     w: list[np.ndarray], w_k: list[np.ndarray], loss: float, q: float, lr: float
 ) -> tuple[list[np.ndarray], float]:
-    """(Delta_k, h_k) of q-FedAvg for one client with loss F_k(w_t) (``QFedAvg``'s
-    formulas, 1e-10 added to F as Flower does)."""
+    """Return (Delta_k, h_k) of q-FedAvg for one client (Li et al. 2020, Algorithm 3).
+
+    ``QFedAvg``'s formulas, with L = 1 / lr and 1e-10 added to F as Flower does:
+    Delta_k = F_k^q Delta w_k, h_k = q F_k^{q-1} ||Delta w_k||^2 + L F_k^q.
+
+    Parameters
+    ----------
+    w : list of np.ndarray
+        w_t, the model broadcast this round.
+    w_k : list of np.ndarray
+        The client's returned model.
+    loss : float
+        F_k(w_t), the client's loss at w_t, >= 0.
+    q : float
+        q-FFL's fairness parameter, >= 0 (0: FedAvg's mean).
+    lr : float
+        The clients' step size, > 0 (L = 1 / lr).
+
+    Returns
+    -------
+    tuple of (list of np.ndarray, float)
+        Delta_k, layer by layer, and h_k.
+    """
     grads = [(a - b) / lr for a, b in zip(w, w_k, strict=True)]
     f = loss + 1e-10
     sq_norm = float(sum(np.sum(np.square(g)) for g in grads))
@@ -58,13 +79,22 @@ def qffl_terms(
 
 
 class QFFL(ReplyAggregation, QFedAvg):
-    """Flower's ``QFedAvg`` with each client's own loss (see the module docstring).
-    Constructor: ``initial_arrays`` (the initial model) and QFedAvg's (``q_param``,
-    ``qffl_learning_rate`` = the clients' step size, FedAvg's keyword arguments); the
-    failure guard, the partition-id order (sums reproducible across engines) and the
-    metrics are the shared ``ReplyAggregation``'s. Clients return their trained model
-    and report ``partition-id`` and ``received-loss`` (their first mini-batch's loss at
-    w_t: see the module docstring) in the fit metrics."""
+    """q-FFL (Li et al., ICLR 2020): Flower's ``QFedAvg`` with each client's own loss.
+
+    See the module docstring. The failure guard, the partition-id order (sums
+    reproducible across engines) and the metrics are the shared ``ReplyAggregation``'s.
+    Clients return their trained model and report ``partition-id`` and
+    ``received-loss`` (their first mini-batch's loss at w_t: see the module docstring)
+    in the fit metrics.
+
+    Parameters
+    ----------
+    initial_arrays : NDArrays
+        The initial model.
+    **qfedavg_kwargs
+        ``QFedAvg``'s arguments: ``q_param`` (q >= 0), ``qffl_learning_rate`` (the
+        clients' step size, > 0) and FedAvg's keyword arguments.
+    """
 
     def __init__(self, *, initial_arrays: NDArrays, **qfedavg_kwargs: Any) -> None:
         super().__init__(
@@ -74,6 +104,7 @@ class QFFL(ReplyAggregation, QFedAvg):
     def aggregate_replies(
         self, server_round: int, replies: list[ClientReply], elapsed: int
     ) -> tuple[NDArrays | None, dict[str, Scalar]]:
+        """Take q-FedAvg's step with each reply's own ``received-loss``."""
         if not replies:
             return None, {}
         if self.pre_weights is None:
@@ -91,5 +122,5 @@ class QFFL(ReplyAggregation, QFedAvg):
         return aggregate_qffl(self.pre_weights, [d for d, _ in terms], [h for _, h in terms]), {}
 
     def diagnostics(self) -> dict[str, Any]:
-        """Nothing beyond Flower's own state."""
+        """Report nothing beyond Flower's own state."""
         return {}
