@@ -11,6 +11,8 @@
   (``nonstationary``);
 - :mod:`.traces`: reading and writing recorded traces; :mod:`.fedscale`: FedScale's
   client behaviour traces (wall-clock intervals) mapped to rounds;
+- :mod:`.timed`: availability on the simulated clock (who is available at t seconds):
+  traces in seconds, a diurnal law, any round-indexed oracle one round per tick;
 - :mod:`.connected`: the Deployment Engine's physical availability.
 """
 
@@ -53,6 +55,14 @@ from fedram_flwr.availability.oracles import (
     RandomAccessClientManager,
     TraceClientManager,
 )
+from fedram_flwr.availability.timed import (
+    AvailableAt,
+    DiurnalLaw,
+    RoundTicks,
+    TraceAvailability,
+    clock_availability,
+    fedscale_is_active,
+)
 from fedram_flwr.availability.traces import read_trace, write_trace
 from fedram_flwr.protocol import PARTITION_ID
 
@@ -60,9 +70,11 @@ __all__ = [
     "DYNAMICS",
     "PARTITION_ID",
     "AvailabilityError",
+    "AvailableAt",
     "BernoulliClientManager",
     "ConnectedClientManager",
     "CyclicClientManager",
+    "DiurnalLaw",
     "HiddenLaw",
     "MarkovChains",
     "MarkovClientManager",
@@ -71,10 +83,13 @@ __all__ = [
     "OracleClientManager",
     "RandomAccessClientManager",
     "ReportingProxy",
+    "RoundTicks",
+    "TraceAvailability",
     "TraceClientManager",
     "ca_fed_cluster_law",
     "ca_fed_markov_law",
     "check_markov_law",
+    "clock_availability",
     "connected_sample",
     "contiguous_clusters",
     "cyclic_active",
@@ -84,6 +99,7 @@ __all__ = [
     "fedawe_base_p",
     "fedawe_f",
     "fedawe_phi",
+    "fedscale_is_active",
     "fedscale_matrix",
     "label_permutation",
     "markov_activation",
