@@ -76,7 +76,7 @@ class DeviceSpeeds:
         for name, values in (("compute_ms_per_sample", compute), ("bandwidth_kbps", bandwidth)):
             bad = np.flatnonzero(~(np.isfinite(values) & (values > 0)))
             if bad.size:
-                raise ValueError(f"{name}[{bad[0]}]: {values[bad[0]]!r} is not a number > 0")
+                raise ValueError(f"{name}[{bad[0]}]: {float(values[bad[0]])!r} is not a number > 0")
         object.__setattr__(self, "compute_ms_per_sample", compute)
         object.__setattr__(self, "bandwidth_kbps", bandwidth)
 
