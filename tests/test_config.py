@@ -21,7 +21,13 @@ from fedram_flwr.config import (
     parse_scenario,
     read_scenario_file,
 )
-from fedram_flwr.registry import algorithm_params, load_scenario, oracle_params, scenario_from_dict
+from fedram_flwr.registry import (
+    algorithm_params,
+    load_scenario,
+    oracle_params,
+    scenario_from_dict,
+    with_overrides,
+)
 from fedram_flwr.rundir import scenario_fingerprint
 from tests.helpers import scenario_error
 
@@ -436,3 +442,24 @@ def test_scenario_speeds_follow_the_time_section(scenario_dict, tmp_path: Path) 
     s = scenario_from_dict(scenario_dict)
     with pytest.raises(ValueError, match=r"^time\.speeds\.path: .*client 1\.computation: 0 is"):
         scenario_speeds(s.time.speeds, 3, 0)
+
+
+def test_overrides_and_sweeps_start_an_absent_time_section(scenario_dict) -> None:
+    base = scenario_from_dict(scenario_dict)
+    speeds = {"law": "lognormal", "compute_ms_per_sample": {"median": 5}}
+    with_time = with_overrides(base, {"time.speeds": {**speeds, "bandwidth_kbps": {"median": 9}}})
+    assert with_time.time.speeds.bandwidth_kbps.median == 9.0
+    assert (
+        with_overrides(
+            with_time, {"time.availability.tick_seconds": 2}
+        ).time.availability.tick_seconds
+        == 2.0
+    )
+    with pytest.raises(ScenarioError, match=r"^time\.speeds\.compute_ms_per_sample: required"):
+        with_overrides(base, {"time.availability.tick_seconds": 2})
+    scenario_dict["sweep"] = {
+        "time.speeds": [{**speeds, "bandwidth_kbps": {"median": m}} for m in (1, 2)]
+    }
+    assert [
+        v.time.speeds.bandwidth_kbps.median for _, v in scenario_from_dict(scenario_dict).variants()
+    ] == [1.0, 2.0]
