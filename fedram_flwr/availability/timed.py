@@ -261,9 +261,15 @@ class DiurnalLaw:
 
     def __post_init__(self) -> None:
         base = np.asarray(self.base, dtype=float)
-        peak = np.broadcast_to(np.asarray(self.peak_seconds, dtype=float), base.shape)
         if base.ndim != 1 or not np.all((base >= 0) & (base <= 1)):
             raise ValueError("base: give one probability in [0, 1] per client")
+        peak = np.asarray(self.peak_seconds, dtype=float)
+        if peak.size not in (1, base.size) or peak.ndim > 1 or not np.all(np.isfinite(peak)):
+            raise ValueError(
+                f"peak_seconds: give one finite time or one per client ({base.size}), "
+                f"got {peak.size} values"
+            )
+        peak = np.broadcast_to(peak.reshape(-1), base.shape)
         if not 0 <= self.amplitude <= 1:
             raise ValueError(f"amplitude: {self.amplitude!r} is outside [0, 1]")
         for name in ("period_seconds", "slot_seconds"):

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from fedram_flwr.availability import (
+    AvailableAt,
     BernoulliClientManager,
     CyclicClientManager,
     DiurnalLaw,
@@ -141,6 +142,8 @@ def test_diurnal_law_by_hand_and_per_slot() -> None:
     for t in (0.0, 3601.0, 86399.0):
         start = 60.0 * (t // 60)
         assert law.available_at(t) == law.available_at(start) == law.available_at(start + 59.9)
+    with pytest.raises(ValueError, match=r"peak_seconds: give one finite time or one per"):
+        DiurnalLaw(np.full(3, 0.6), 1.0, np.zeros(2), seed=1)
     other = DiurnalLaw(np.full(3, 0.6), 1.0, np.array([0.0, 43200.0, 21600.0]), seed=2)
     draws = [law.slot_flags(s)[2] for s in range(200)]
     assert draws != [other.slot_flags(s)[2] for s in range(200)]
@@ -231,6 +234,7 @@ def test_clock_availability_builds_each_law(tmp_path: Path) -> None:
         clock_availability(ClockAvailabilityConfig(law="fedscale", path="/nope.json"), 2, 0)
     diurnal = clock_availability(ClockAvailabilityConfig(law="diurnal", base=(0.3,)), 5, 7)
     assert diurnal.num_clients == 5
+    assert all(isinstance(law, AvailableAt) for law in (ticks, trace, diurnal))
     assert diurnal.available_at(100.0) == DiurnalLaw(np.full(5, 0.3), 0.5, 0.0, 7).available_at(
         100.0
     )
