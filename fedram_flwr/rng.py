@@ -30,6 +30,9 @@ SALTS: dict[str, int] = {
     "nonstationary-step": 0xFAE1,  # (seed, round): uniforms of p_i^t = p_i f_i(t) draws
     "min-separation-draw": 0x5E9A,  # (seed, round): the m participants under separation R
     "cyclic-sample": 0xC7C1,  # (seed, round): m of the clients in their cyclic window
+    "diurnal-slot": 0xD1A1,  # (seed, time slot): uniforms of the diurnal law's draws
+    # the time model (fedram_flwr.clock): per seed
+    "device-speeds": 0xDE75,  # each client's (compute, bandwidth) standard normals
     # strategies: per (seed, round)
     "fedavg-s-subsample": 0xF5A5,  # FedAvg(S): S of the available clients
     "rcfl-draws": 0x2CF1,  # RC-FL: K clients drawn with replacement by p_i

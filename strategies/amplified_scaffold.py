@@ -67,22 +67,68 @@ from fedram_flwr.strategies.vector import VectorCore, VectorStrategy, flatten_in
 
 # ------------------------------------------------------------------ pure functions
 def period_of(server_round: int, period: int) -> int:
-    """The period (from 0) that server round r (from 1) belongs to: (r - 1) // P."""
+    """Return the period (from 0) that server round r (from 1) belongs to: (r - 1) // P.
+
+    Parameters
+    ----------
+    server_round : int
+        r, >= 1.
+    period : int
+        P, rounds, >= 1.
+
+    Returns
+    -------
+    int
+        The period's index, >= 0.
+    """
     return (server_round - 1) // period
 
 
 def amplify(anchor: np.ndarray, x: np.ndarray, gamma: float) -> np.ndarray:
-    """x_0 + gamma (x - x_0), the amplified step over a period, as x + (gamma - 1)(x - x_0)
-    (``main.py``: ``w_global += (step_size_global - 1.0) * (w_global - w_prev)``), which
-    leaves x exactly as it is when gamma = 1."""
+    """Return x_0 + gamma (x - x_0), the amplified step over a period.
+
+    Computed as x + (gamma - 1)(x - x_0) (``main.py``: ``w_global += (step_size_global -
+    1.0) * (w_global - w_prev)``), which leaves x exactly as it is when gamma = 1.
+
+    Parameters
+    ----------
+    anchor : np.ndarray
+        x_0, the model at the period's start.
+    x : np.ndarray
+        The model at the period's end.
+    gamma : float
+        The amplification, > 0.
+
+    Returns
+    -------
+    np.ndarray
+        The amplified model.
+    """
     return x + (gamma - 1.0) * (x - anchor)
 
 
 def period_control_update(
     c: np.ndarray, control_deltas: Sequence[np.ndarray], num_clients: int
 ) -> np.ndarray:
-    """c + (1/N) sum_i D_i over the clients that trained in the period: c stays the mean
-    of all N c_i (``Correction.reset``: global -= old c_i / N, global += new c_i / N)."""
+    """Return c + (1/N) sum_i D_i over the clients that trained in the period.
+
+    c stays the mean of all N c_i (``Correction.reset``: global -= old c_i / N, global +=
+    new c_i / N).
+
+    Parameters
+    ----------
+    c : np.ndarray
+        The server's control variate.
+    control_deltas : sequence of np.ndarray
+        The period's D_i, one per client that trained in it.
+    num_clients : int
+        N, >= 1.
+
+    Returns
+    -------
+    np.ndarray
+        The new c.
+    """
     if not control_deltas:
         return c
     return c + np.sum(control_deltas, axis=0) / num_clients
@@ -91,8 +137,11 @@ def period_control_update(
 # ------------------------------------------------------------------------ core
 @dataclass(frozen=True)
 class AmplifiedScaffoldState:
-    """x and c (float32 vectors), the model x_0 at the start of ``period``, and each
-    client's last D_i of that period (partition id -> vector)."""
+    """Amplified SCAFFOLD's server state.
+
+    x and c (float32 vectors), the model x_0 at the start of ``period``, and each
+    client's last D_i of that period (partition id -> vector).
+    """
 
     x: np.ndarray
     c: np.ndarray
@@ -104,7 +153,24 @@ class AmplifiedScaffoldState:
 def close_period(
     state: AmplifiedScaffoldState, gamma: float, num_clients: int, next_period: int
 ) -> AmplifiedScaffoldState:
-    """The end of a period: x amplified from x_0, c updated by the period's D_i."""
+    """Close a period: x amplified from x_0, c updated by the period's D_i.
+
+    Parameters
+    ----------
+    state : AmplifiedScaffoldState
+        The state at the period's end.
+    gamma : float
+        The amplification, > 0.
+    num_clients : int
+        N, >= 1.
+    next_period : int
+        The index of the period that starts.
+
+    Returns
+    -------
+    AmplifiedScaffoldState
+        The state of the next period (x_0 = the amplified x, no pending D_i).
+    """
     x = amplify(state.anchor, state.x, gamma).astype(np.float32)
     c = period_control_update(state.c, list(state.pending.values()), num_clients)
     return AmplifiedScaffoldState(x, c.astype(np.float32), x, next_period, {})
@@ -112,9 +178,11 @@ def close_period(
 
 @dataclass(frozen=True, eq=False, kw_only=True)
 class AmplifiedScaffoldCore(VectorCore[AmplifiedScaffoldState]):
-    """Amplified SCAFFOLD: broadcasts (x, c) and the round's period; averages the models
-    each round and closes each period (:func:`close_period`). Pairs with
-    AmplifiedScaffoldClient."""
+    """Amplified SCAFFOLD's server (Crawshaw and Liu 2024).
+
+    Broadcasts (x, c) and the round's period; averages the models each round and closes
+    each period (:func:`close_period`). Pairs with AmplifiedScaffoldClient.
+    """
 
     period: int = hyper(
         20, doc="P, the rounds of a period (the authors' FashionMNIST run: 20)", lo=1
@@ -128,20 +196,24 @@ class AmplifiedScaffoldCore(VectorCore[AmplifiedScaffoldState]):
     )
 
     def init(self, initial_arrays: Sequence[np.ndarray]) -> AmplifiedScaffoldState:
+        """Start from x = the model, c = 0, x_0 = x."""
         x = self.vector(initial_arrays)
         return AmplifiedScaffoldState(x, np.zeros_like(x), x.copy())
 
     def arrays(self, state: AmplifiedScaffoldState) -> Arrays:
+        """Broadcast (x, c)."""
         return join_model_control(self.unflatten(state.x), self.unflatten(state.c))
 
     def evaluated(self, arrays: Sequence[np.ndarray]) -> tuple[Arrays, dict[str, Any]]:
+        """Evaluate x alone."""
         return split_model_control(arrays)[0], {}
 
     def fit_config(self, state: AmplifiedScaffoldState, server_round: int) -> dict[str, Any]:
+        """Send eta_t and the round's period index."""
         return {**super().fit_config(state, server_round), PERIOD: self.period_index(server_round)}
 
     def period_index(self, server_round: int) -> int:
-        """The period of ``server_round`` (:func:`period_of`)."""
+        """Return the period of ``server_round`` (:func:`period_of`)."""
         return period_of(server_round, self.period)
 
     def aggregate(
@@ -151,6 +223,7 @@ class AmplifiedScaffoldCore(VectorCore[AmplifiedScaffoldState]):
         replies: Sequence[ClientReply],
         elapsed: int,
     ) -> Outcome[AmplifiedScaffoldState]:
+        """Average the returned models; close the period when it ends (:func:`close_period`)."""
         now = self.period_index(server_round)
         moved = state.period < now  # a period ended in rounds the server skipped
         if moved:
@@ -175,7 +248,9 @@ class AmplifiedScaffoldCore(VectorCore[AmplifiedScaffoldState]):
 
 
 class AmplifiedScaffold(VectorStrategy):
-    """Amplified SCAFFOLD as a Flower Strategy over :class:`AmplifiedScaffoldCore`
-    (``period``: P; ``amplification``: gamma); ``evaluate_fn`` sees x only."""
+    """Amplified SCAFFOLD as a Flower Strategy over :class:`AmplifiedScaffoldCore`.
+
+    ``evaluate_fn`` sees x only.
+    """
 
     core_type = AmplifiedScaffoldCore

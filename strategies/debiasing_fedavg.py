@@ -47,23 +47,38 @@ from fedram_flwr.strategies.participation import FedAvgIS, FedAvgISCore
 
 
 def participation_frequency(counts: np.ndarray, server_round: int) -> np.ndarray:
-    """pi_hat_i(t) = (rounds 1..t in which client i participated) / t: the empirical
-    frequency, i.e. :func:`pi_hat` without a prior."""
+    """Return pi_hat_i(t) = (rounds 1..t in which client i participated) / t.
+
+    The empirical frequency, i.e. :func:`pi_hat` without a prior.
+
+    Parameters
+    ----------
+    counts : np.ndarray
+        Each client's number of rounds it participated in, up to round t.
+    server_round : int
+        t, >= 1.
+
+    Returns
+    -------
+    np.ndarray
+        Each client's participation frequency, in [0, 1].
+    """
     return pi_hat(counts, server_round, 0.0, 0.0)
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
 class DebiasingFedAvgCore(FedAvgISCore):
     """Debiasing FedAvg: FedAvg-IS whose estimate is :func:`participation_frequency`.
-    Fields (besides VectorCore's): ``known_p`` (None: estimated; else pi_R, oracle-
-    informed), ``server_lr`` eta_g (> 0, default 1)."""
+
+    Oracle-informed, ``known_p`` is pi_R.
+    """
 
     def estimate(self, counts: np.ndarray, server_round: int) -> np.ndarray:
+        """Estimate p_i by the empirical frequency (:func:`participation_frequency`)."""
         return participation_frequency(counts, server_round)
 
 
 class DebiasingFedAvg(FedAvgIS):
-    """Debiasing FedAvg over :class:`DebiasingFedAvgCore` (``known_p``: pi_R or None;
-    ``server_lr``: eta_g)."""
+    """Debiasing FedAvg over :class:`DebiasingFedAvgCore`."""
 
     core_type = DebiasingFedAvgCore

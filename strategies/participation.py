@@ -446,8 +446,10 @@ class FedAvgISCore(ReweightedCore):
         return known_probabilities(self.known_p, self.num_clients, server_round, active)
 
     def estimate(self, counts: np.ndarray, server_round: int) -> np.ndarray:
-        """p_hat_i of round t from the counts of rounds available up to t: CA-Fed's,
-        with a Beta(1, 1) prior, (count + 1) / (t + 2)."""
+        """Estimate p_i of round t from the counts of rounds available up to t.
+
+        CA-Fed's estimate with a Beta(1, 1) prior, (count + 1) / (t + 2).
+        """
         return pi_hat(counts, server_round, 1.0, 1.0)
 
     def weights(self, estimator, server_round, active, elapsed):

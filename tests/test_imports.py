@@ -149,6 +149,7 @@ LAYERS = (
     "fedram_flwr.extras",
     "fedram_flwr.sweep",
     "fedram_flwr.config",
+    "fedram_flwr.clock",
     "fedram_flwr.data",
     "fedram_flwr.models",
     "fedram_flwr.lr_schedule",

@@ -14,6 +14,8 @@
   (``nonstationary``);
 - :mod:`.traces`: reading and writing recorded traces; :mod:`.fedscale`: FedScale's
   client behaviour traces (wall-clock intervals) mapped to rounds;
+- :mod:`.timed`: availability on the simulated clock (who is available at t seconds):
+  traces in seconds, a diurnal law, any round-indexed oracle one round per tick;
 - :mod:`.connected`: the Deployment Engine's physical availability.
 """
 
@@ -62,6 +64,14 @@ from fedram_flwr.availability.separation import (
     SeparationChain,
     stationary_participation,
 )
+from fedram_flwr.availability.timed import (
+    AvailableAt,
+    DiurnalLaw,
+    RoundTicks,
+    TraceAvailability,
+    clock_availability,
+    fedscale_is_active,
+)
 from fedram_flwr.availability.traces import read_trace, write_trace
 from fedram_flwr.protocol import PARTITION_ID
 
@@ -69,9 +79,11 @@ __all__ = [
     "DYNAMICS",
     "PARTITION_ID",
     "AvailabilityError",
+    "AvailableAt",
     "BernoulliClientManager",
     "ConnectedClientManager",
     "CyclicClientManager",
+    "DiurnalLaw",
     "HiddenLaw",
     "MarkovChains",
     "MarkovClientManager",
@@ -82,10 +94,13 @@ __all__ = [
     "RandomAccessClientManager",
     "ReportingProxy",
     "SeparationChain",
+    "RoundTicks",
+    "TraceAvailability",
     "TraceClientManager",
     "ca_fed_cluster_law",
     "ca_fed_markov_law",
     "check_markov_law",
+    "clock_availability",
     "connected_sample",
     "contiguous_clusters",
     "cyclic_active",
@@ -95,6 +110,7 @@ __all__ = [
     "fedawe_base_p",
     "fedawe_f",
     "fedawe_phi",
+    "fedscale_is_active",
     "fedscale_matrix",
     "group_phases",
     "label_permutation",

@@ -119,7 +119,11 @@ def parse_behaviour(where: str, record: Any) -> Behaviour:
 
 
 def read_fedscale(
-    path: Path, traces: Any, num_clients: int, clients: tuple[int, ...] | None = None
+    path: Path,
+    traces: Any,
+    num_clients: int,
+    clients: tuple[int, ...] | None = None,
+    field: str = "availability.params",
 ) -> list[Behaviour]:
     """Read the behaviours of partitions 0..num_clients-1 from a FedScale trace.
 
@@ -134,6 +138,8 @@ def read_fedscale(
     clients : tuple of int, optional
         Partition k follows trace client ``clients[k]``; default: the trace's ids in
         ascending numeric order.
+    field : str
+        The scenario section the errors name (``<field>.path``, ``<field>.clients``).
 
     Returns
     -------
@@ -146,7 +152,7 @@ def read_fedscale(
         If an id is not an integer or repeats, the trace holds too few clients, a
         chosen client is missing, or a record is malformed.
     """
-    where = f"availability.params.path: {path}"
+    where = f"{field}.path: {path}"
     ids: dict[int, str] = {}
     for key in traces:
         try:
@@ -167,7 +173,7 @@ def read_fedscale(
         clients = tuple(sorted(ids)[:num_clients])
     missing = [c for c in clients if c not in ids]
     if missing:
-        raise ValueError(f"availability.params.clients: client {missing[0]} is not in {path}")
+        raise ValueError(f"{field}.clients: client {missing[0]} is not in {path}")
     return [parse_behaviour(f"{where}: client {c}", traces[ids[c]]) for c in clients]
 
 
