@@ -40,18 +40,13 @@ from flwr.server.strategy import FedAvg as FlowerFedAvg
 from fedram_flwr.protocol import (
     PARTITION_ID,
     ClientReply,
-    in_partition_order,
     npy_array,
     npy_bytes,
     reply_partition_id,
 )
-from fedram_flwr.strategies.core import Core
-from fedram_flwr.strategies.rounds import (
-    DEFAULT_MAX_FAILED_ROUNDS,
-    FailedRounds,
-    after_round,
-    refusals,
-)
+from fedram_flwr.strategies.core import Core, Outcome
+from fedram_flwr.strategies.round_driver import Received, RoundPolicy, RoundState, drive_round
+from fedram_flwr.strategies.rounds import DEFAULT_MAX_FAILED_ROUNDS, FailedRounds
 
 
 def to_parameters(arrays: NDArrays) -> Parameters:
@@ -80,6 +75,19 @@ def failure_text(failure: tuple[ClientProxy, FitRes] | BaseException) -> str:
     return f"client {proxy.cid}: {res.status.code.name}: {res.status.message}"
 
 
+def received(proxy: ClientProxy | None, res: FitRes) -> Received[FitRes]:
+    """A ``FitRes`` as the round driver screens it (its sender named by its proxy)."""
+    sender = "a client" if proxy is None else f"client {proxy.cid}"
+    return Received(
+        res, sender, res.metrics.get(PARTITION_ID), res.metrics, partial(to_arrays, res.parameters)
+    )
+
+
+def warn(line: str) -> None:
+    """A round's warning in Flower's log."""
+    log(WARNING, "%s", line)
+
+
 def to_reply(res: FitRes, needs_id: bool = True, strategy: str = "strategy") -> ClientReply:
     """A ``FitRes`` as the cores see it; its arrays are decoded when asked for."""
     pid = reply_partition_id(res.metrics, needs_id, strategy)
@@ -89,8 +97,11 @@ def to_reply(res: FitRes, needs_id: bool = True, strategy: str = "strategy") -> 
 
 
 class ReplyAggregation:
-    """Mixin of ``aggregate_fit`` over a Flower strategy: the guard, the order, the
-    elapsed rounds and the fit metrics; the algorithm is :meth:`aggregate_replies`."""
+    """Mixin of ``aggregate_fit`` over a Flower strategy: ``FitRes`` as the round
+    driver's :class:`~fedram_flwr.strategies.round_driver.Received` replies, the round
+    (:func:`~fedram_flwr.strategies.round_driver.drive_round`: the guard, the order, the
+    elapsed rounds, the core's aggregation) and the fit metrics; the core is
+    :meth:`round_core`."""
 
     accept_failures: bool
     fit_metrics_aggregation_fn: Any
@@ -108,12 +119,14 @@ class ReplyAggregation:
 
     def client_count(self) -> int | None:
         """N: reply partition ids must lie in 0..N-1 (``None``: any id >= 0)."""
-        return None
+        return self.round_core()[0].client_count()
 
-    def aggregate_replies(
-        self, server_round: int, replies: list[ClientReply], elapsed: int
-    ) -> tuple[NDArrays | None, dict[str, Scalar]]:
-        """The new global arrays (``None``: keep the model) and the round's diagnostics."""
+    def round_core(self) -> tuple[Core, Any]:
+        """The core that aggregates this round's replies, and its state."""
+        raise NotImplementedError
+
+    def take_outcome(self, outcome: Outcome) -> NDArrays | None:
+        """Keep ``outcome``'s state; the new global arrays (``None``: keep the model)."""
         raise NotImplementedError
 
     def checkpoint(self) -> dict[str, Any]:
@@ -134,35 +147,30 @@ class ReplyAggregation:
         failures: list[tuple[ClientProxy, FitRes] | BaseException],
     ) -> tuple[Parameters | None, dict[str, Scalar]]:
         name = type(self).__name__
-        why = refusals(
-            [r.metrics.get(PARTITION_ID) for _, r in results],
-            [r.metrics for _, r in results],
-            [partial(to_arrays, r.parameters) for _, r in results],
-            self.client_count(),
+        core, state = self.round_core()
+        result = drive_round(
+            core,
+            state,
+            server_round,
+            [received(proxy, res) for proxy, res in results],
+            [failure_text(f) for f in failures],
+            RoundState(self.failed_rounds, self.last_round),
+            RoundPolicy(self.accept_failures),
+            reply_of=lambda r: to_reply(r.source, self.needs_partition_id, name),
+            strategy=name,
+            warn=warn,
         )
-        failed = [failure_text(f) for f in failures]
-        for (proxy, _), reason in zip(results, why):
-            if reason is not None:
-                failed.append(f"client {proxy.cid}: {reason}")
-                log(WARNING, "round %d: %s refused %s", server_round, name, failed[-1])
-        taken = [r for (_, r), reason in zip(results, why) if reason is None]
-        self.failed_rounds, line = after_round(
-            self.failed_rounds, server_round, failed, len(taken), self.accept_failures
-        )
-        if line:
-            log(WARNING, "%s: %s", name, line)
-        if failed and not self.accept_failures:
+        self.failed_rounds, self.last_round = result.rounds.guard, result.rounds.last_round
+        if result.outcome is None:
             return None, {}
-        replies = in_partition_order(to_reply(r, self.needs_partition_id, name) for r in taken)
-        elapsed, self.last_round = server_round - self.last_round, server_round
-        arrays, diagnostics = self.aggregate_replies(server_round, replies, elapsed)
+        arrays = self.take_outcome(result.outcome)
         metrics: dict[str, Scalar] = {}
-        if self.fit_metrics_aggregation_fn and replies:
+        if self.fit_metrics_aggregation_fn and result.kept:
             metrics = self.fit_metrics_aggregation_fn(
-                [(r.num_examples, r.metrics) for r in replies]
+                [(r.num_examples, r.metrics) for _, r in result.kept]
             )
         params = None if arrays is None else to_parameters(arrays)
-        return params, {**metrics, **diagnostics}
+        return params, {**metrics, **result.outcome.diagnostics}
 
 
 class CoreStrategy(ReplyAggregation, FlowerFedAvg):
@@ -181,10 +189,6 @@ class CoreStrategy(ReplyAggregation, FlowerFedAvg):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.core!r})"
 
-    def client_count(self) -> int | None:
-        """The core's N (:meth:`~fedram_flwr.strategies.core.Core.client_count`)."""
-        return self.core.client_count()
-
     def diagnostics(self) -> dict[str, Any]:
         """The core's diagnostics of the current state."""
         return self.core.diagnostics(self.state)
@@ -202,12 +206,13 @@ class CoreStrategy(ReplyAggregation, FlowerFedAvg):
             ins.config.update(extra)
         return pairs
 
-    def aggregate_replies(
-        self, server_round: int, replies: list[ClientReply], elapsed: int
-    ) -> tuple[NDArrays | None, dict[str, Scalar]]:
-        out = self.core.aggregate(self.state, server_round, replies, elapsed)
-        self.state = out.state
-        return (self.core.arrays(out.state) if out.aggregated else None), out.diagnostics
+    def round_core(self) -> tuple[Core, Any]:
+        """The core and its state."""
+        return self.core, self.state
+
+    def take_outcome(self, outcome: Outcome) -> NDArrays | None:
+        self.state = outcome.state
+        return self.core.arrays(outcome.state) if outcome.aggregated else None
 
     def evaluate(
         self, server_round: int, parameters: Parameters

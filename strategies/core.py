@@ -71,6 +71,12 @@ class Core(Generic[S]):
         available: they still count)."""
         raise NotImplementedError
 
+    def kept(self, server_round: int, replies: Sequence[ClientReply]) -> Sequence[int]:
+        """Positions of the round's ``replies`` (in partition-id order) to aggregate when
+        the server could not choose who trains before training: all of them; FedAvg(S)
+        its seeded subset (:func:`~fedram_flwr.strategies.round_driver.drive_round`)."""
+        return range(len(replies))
+
     def evaluated(self, arrays: Sequence[np.ndarray]) -> tuple[Arrays, dict[str, Any]]:
         """The model part of the broadcast arrays, and metrics to report beside its
         evaluation (Fed-CVaR-Avg's t, ...)."""

@@ -35,15 +35,18 @@ as its loss key, partition-id order and ``accept_failures``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from flwr.common import NDArrays, Scalar, ndarrays_to_parameters
+from flwr.common import NDArrays, ndarrays_to_parameters
 from flwr.server.strategy import QFedAvg
 from flwr.server.strategy.aggregate import aggregate_qffl
 
 from fedram_flwr.protocol import RECEIVED_LOSS, ClientReply
 from fedram_flwr.strategies.base import ReplyAggregation
+from fedram_flwr.strategies.core import Core, Outcome
 
 
 def qffl_terms(
@@ -55,6 +58,32 @@ def qffl_terms(
     f = loss + 1e-10
     sq_norm = float(sum(np.sum(np.square(g)) for g in grads))
     return [f**q * g for g in grads], q * f ** (q - 1) * sq_norm + f**q / lr
+
+
+@dataclass(frozen=True)
+class QFFLStep(Core["NDArrays | None"]):
+    """One q-FedAvg step as a core: ``q`` and the clients' step size ``lr`` (L = 1/lr);
+    its state is w_t, the model broadcast this round (Flower's ``pre_weights``)."""
+
+    q: float
+    lr: float
+
+    def aggregate(
+        self,
+        state: NDArrays | None,
+        server_round: int,
+        replies: Sequence[ClientReply],
+        elapsed: int,
+    ) -> Outcome[NDArrays | None]:
+        """w_{t+1} from each reply's model and ``received-loss`` (F_k(w_t))."""
+        if not replies:
+            return Outcome(state, {}, aggregated=False)
+        if state is None:
+            raise AttributeError("QFFL: pre_weights are None in aggregate_fit")
+        terms = [
+            qffl_terms(state, r.arrays(), r.metric(RECEIVED_LOSS), self.q, self.lr) for r in replies
+        ]
+        return Outcome(aggregate_qffl(state, [d for d, _ in terms], [h for _, h in terms]))
 
 
 class QFFL(ReplyAggregation, QFedAvg):
@@ -71,24 +100,12 @@ class QFFL(ReplyAggregation, QFedAvg):
             initial_parameters=ndarrays_to_parameters(initial_arrays), **qfedavg_kwargs
         )
 
-    def aggregate_replies(
-        self, server_round: int, replies: list[ClientReply], elapsed: int
-    ) -> tuple[NDArrays | None, dict[str, Scalar]]:
-        if not replies:
-            return None, {}
-        if self.pre_weights is None:
-            raise AttributeError("QFFL: pre_weights are None in aggregate_fit")
-        terms = [
-            qffl_terms(
-                self.pre_weights,
-                r.arrays(),
-                r.metric(RECEIVED_LOSS),
-                self.q_param,
-                self.learning_rate,
-            )
-            for r in replies
-        ]
-        return aggregate_qffl(self.pre_weights, [d for d, _ in terms], [h for _, h in terms]), {}
+    def round_core(self) -> tuple[QFFLStep, NDArrays | None]:
+        """q-FedAvg's step with this strategy's q and L, from ``pre_weights`` (w_t)."""
+        return QFFLStep(self.q_param, self.learning_rate), self.pre_weights
+
+    def take_outcome(self, outcome: Outcome) -> NDArrays | None:
+        return outcome.state if outcome.aggregated else None
 
     def diagnostics(self) -> dict[str, Any]:
         """Nothing beyond Flower's own state."""

@@ -22,7 +22,7 @@ from fedram_flwr.message_api.partitions import answer_of, ask_partitions
 from fedram_flwr.message_api.round_guard import take_replies
 from fedram_flwr.message_api.round_view import RoundView
 from fedram_flwr.message_api.strategy import CoreMessageStrategy, EvaluateFn, ordered_replies
-from fedram_flwr.protocol import NUM_EXAMPLES, PARTITION_ID, RECEIVED_LOSS, ClientReply
+from fedram_flwr.protocol import NUM_EXAMPLES, PARTITION_ID, RECEIVED_LOSS
 from fedram_flwr.strategies.afl import AFLCore
 from fedram_flwr.strategies.availability_baselines import (
     AdaFedCore,
@@ -212,11 +212,6 @@ class FedAvgSampled(CoreMessageStrategy):
 
     def pick(self, server_round: int, nodes: list[int], partitions: list[int]) -> list[int]:
         return [nodes[k] for k in self.core.select(len(nodes), server_round)]
-
-    def kept(self, server_round: int, pairs: list[tuple[Message, ClientReply]]) -> list:
-        if self.picked_round == server_round:
-            return pairs
-        return [pairs[k] for k in self.core.select(len(pairs), server_round)]
 
 
 class FedAU(CoreMessageStrategy):

@@ -76,9 +76,10 @@ from fedram_flwr.message_api.partitions import (
     ask_partitions,
     check_federation_size,
 )
-from fedram_flwr.message_api.round_guard import error_text, guard_round, screen
+from fedram_flwr.message_api.round_guard import error_text, received, warn
 from fedram_flwr.message_api.round_view import MAX_POLLS, RoundView, minimum_sizes, readdress
 from fedram_flwr.protocol import PARTITION_ID
+from fedram_flwr.strategies.round_driver import RoundPolicy, screen_round
 from fedram_flwr.strategies.rounds import (
     DEFAULT_MAX_FAILED_ROUNDS,
     FailedRounds,
@@ -184,22 +185,24 @@ class AvailabilityStrategy(Strategy):
             return self.strategy.aggregate_train(server_round, replies)
         replies, name = list(replies), type(self.strategy).__name__
         errors = [m for m in replies if m.has_error()]
-        valid, refused = screen(
-            [m for m in replies if not m.has_error()],
-            lambda m: self.partition_of.get(int(m.metadata.src_node_id)),
-            self.oracle.num_clients,
-            name,
-            server_round,
-        )
-        self.failed_rounds = guard_round(
+        screened = screen_round(
+            [received(m, self._partition_of) for m in replies if not m.has_error()],
+            [error_text(m) for m in errors],
             self.failed_rounds,
-            name,
             server_round,
-            [error_text(m) for m in errors] + refused,
-            len(valid),
-            getattr(self.strategy, "accept_failures", True) is not False,
+            num_clients=self.oracle.num_clients,
+            policy=RoundPolicy(getattr(self.strategy, "accept_failures", True) is not False),
+            strategy=name,
+            warn=warn,
         )
-        return self.strategy.aggregate_train(server_round, valid + errors)
+        self.failed_rounds = screened.guard
+        return self.strategy.aggregate_train(
+            server_round, [r.source for r in screened.taken] + errors
+        )
+
+    def _partition_of(self, message: Message) -> int | None:
+        """The partition id of a reply's node (``None``: a node not known)."""
+        return self.partition_of.get(int(message.metadata.src_node_id))
 
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> Any:
         return self.strategy.aggregate_evaluate(server_round, replies)

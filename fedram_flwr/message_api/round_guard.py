@@ -1,15 +1,14 @@
-"""The round policy's checks (:mod:`fedram_flwr.strategies.rounds`) on Message-API
-replies, written once for every Message-API face: the project's strategies
+"""Message-API replies as the round driver (:mod:`fedram_flwr.strategies.round_driver`)
+takes them, written once for every Message-API face: the project's strategies
 (:class:`~fedram_flwr.message_api.strategy.CoreMessageStrategy`, ``QFFL``) and
 ``with_availability`` around any strategy (Flower's own FedAvg included).
 
-:func:`screen` refuses the error-free replies that are no update (a bad or duplicated
-partition id, NaN or inf in the metrics or the arrays), naming each in the log;
-:func:`guard_round` counts the round's failures (error replies and refusals) with
-:func:`~fedram_flwr.strategies.rounds.after_round`, logs a round that aggregated nothing
-because clients failed, and lets
-:class:`~fedram_flwr.strategies.rounds.FailedRoundsError` stop the run after
-``max_failed_rounds`` such rounds in a row.
+:func:`received` is one error-free reply as a
+:class:`~fedram_flwr.strategies.round_driver.Received`, :func:`error_text` an error reply
+as the failure the guard counts; :func:`take_replies` screens a round (the driver's
+:func:`~fedram_flwr.strategies.round_driver.screen_round`: refusals named in the log, the
+guard advanced, :class:`~fedram_flwr.strategies.rounds.FailedRoundsError` after
+``max_failed_rounds`` failed rounds in a row) for a strategy that aggregates by itself.
 """
 
 from __future__ import annotations
@@ -22,7 +21,8 @@ from flwr.app import Message
 from flwr.common.logger import log
 
 from fedram_flwr.protocol import PARTITION_ID
-from fedram_flwr.strategies.rounds import FailedRounds, after_round, refusals
+from fedram_flwr.strategies.round_driver import Received, RoundPolicy, screen_round
+from fedram_flwr.strategies.rounds import FailedRounds
 
 
 def error_text(message: Message) -> str:
@@ -44,47 +44,24 @@ def _arrays(message: Message) -> Callable[[], list]:
     return (lambda: []) if record is None else record.to_numpy_ndarrays
 
 
-def screen(
-    messages: Sequence[Message],
-    partition_of: Callable[[Message], Any],
-    num_clients: int | None,
-    strategy: str,
-    server_round: int,
-) -> tuple[list[Message], list[str]]:
-    """(the error-free ``messages`` an algorithm may aggregate, one description per
-    refused one): :func:`~fedram_flwr.strategies.rounds.refusals` with each reply's
-    partition id ``partition_of(message)`` (``None``: none) checked against 0..N-1
-    (``num_clients``); each refusal logged, naming the node."""
-    why = refusals(
-        [partition_of(m) for m in messages],
-        [_metrics(m) for m in messages],
-        [_arrays(m) for m in messages],
-        num_clients,
+def received(
+    message: Message, partition_of: Callable[[Message], Any] = reported_partition
+) -> Received[Message]:
+    """An error-free reply as the round driver screens it: its node, the partition id
+    ``partition_of(message)`` (default: the one its metrics report), its only
+    ``MetricRecord`` and its only ``ArrayRecord`` (decoded when asked)."""
+    return Received(
+        message,
+        f"node {message.metadata.src_node_id}",
+        partition_of(message),
+        _metrics(message),
+        _arrays(message),
     )
-    taken, refused = [], []
-    for message, reason in zip(messages, why):
-        if reason is None:
-            taken.append(message)
-            continue
-        refused.append(f"node {message.metadata.src_node_id}: {reason}")
-        log(WARNING, "round %d: %s refused %s", server_round, strategy, refused[-1])
-    return taken, refused
 
 
-def guard_round(
-    guard: FailedRounds,
-    strategy: str,
-    server_round: int,
-    failures: Sequence[str],
-    taken: int,
-    accept_failures: bool = True,
-) -> FailedRounds:
-    """The guard after the round (:func:`~fedram_flwr.strategies.rounds.after_round`);
-    a round that aggregated nothing because clients failed is logged."""
-    guard, line = after_round(guard, server_round, failures, taken, accept_failures)
-    if line:
-        log(WARNING, "%s: %s", strategy, line)
-    return guard
+def warn(line: str) -> None:
+    """A round's warning in Flower's log."""
+    log(WARNING, "%s", line)
 
 
 def take_replies(
@@ -96,12 +73,21 @@ def take_replies(
     num_clients: int | None,
     accept_failures: bool = True,
 ) -> tuple[list[Message] | None, FailedRounds]:
-    """One round's replies as a strategy takes them: the error-free ``valid`` ones
-    screened (:func:`screen`, partition ids checked against 0..``num_clients``-1, None:
-    not checked), the guard advanced over the error and refused ones
-    (:func:`guard_round`). Returns (the replies to aggregate, or ``None`` when a failure
-    cancels the round: ``accept_failures`` False; the guard after the round)."""
-    taken, refused = screen(valid, reported_partition, num_clients, strategy, server_round)
-    failed = [error_text(m) for m in errors] + refused
-    guard = guard_round(guard, strategy, server_round, failed, len(taken), accept_failures)
-    return (None if failed and not accept_failures else taken), guard
+    """One round's replies as a strategy that aggregates by itself takes them: the
+    error-free ``valid`` ones screened (partition ids checked against
+    0..``num_clients``-1, None: not checked), the guard advanced over the error and
+    refused ones. Returns (the replies to aggregate, or ``None`` when a failure cancels
+    the round: ``accept_failures`` False; the guard after the round)."""
+    policy = RoundPolicy(accept_failures)
+    screened = screen_round(
+        [received(m) for m in valid],
+        [error_text(m) for m in errors],
+        guard,
+        server_round,
+        num_clients=num_clients,
+        policy=policy,
+        strategy=strategy,
+        warn=warn,
+    )
+    taken = None if screened.cancelled(policy) else [r.source for r in screened.taken]
+    return taken, screened.guard
