@@ -20,7 +20,7 @@ aggregation.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import partial
 from logging import WARNING
 from typing import Any
@@ -37,7 +37,15 @@ from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import FedAvg as FlowerFedAvg
 
+from fedram_flwr.availability.partitions import (
+    DEFAULT_QUERY_TIMEOUT,
+    PartitionDirectory,
+    Placement,
+    client_label,
+    properties_query,
+)
 from fedram_flwr.protocol import (
+    NUM_EXAMPLES,
     PARTITION_ID,
     ClientReply,
     npy_array,
@@ -47,6 +55,11 @@ from fedram_flwr.protocol import (
 from fedram_flwr.strategies.core import Core, Outcome
 from fedram_flwr.strategies.round_driver import Received, RoundPolicy, RoundState, drive_round
 from fedram_flwr.strategies.rounds import DEFAULT_MAX_FAILED_ROUNDS, FailedRounds
+
+LEGACY_HINT = (
+    f"its client answers get_properties with '{PARTITION_ID}' (and '{NUM_EXAMPLES}', m_i: "
+    "the project's NumPyClients do)"
+)
 
 
 def to_parameters(arrays: NDArrays) -> Parameters:
@@ -181,6 +194,9 @@ class CoreStrategy(ReplyAggregation, FlowerFedAvg):
     ``FedAvg``'s arguments (sampling fractions, ``evaluate_fn``, ``on_fit_config_fn``,
     ``fit_metrics_aggregation_fn``, ``accept_failures``, ...)."""
 
+    query_timeout = DEFAULT_QUERY_TIMEOUT  # s: a partition-id question waits at most this
+    own_partitions: PartitionDirectory[str] | None = None  # without an oracle: its own
+
     def __init__(self, core: Core, *, initial_arrays: NDArrays, **fedavg_kwargs: Any) -> None:
         self.core = core
         self.state = core.init(initial_arrays)
@@ -196,6 +212,30 @@ class CoreStrategy(ReplyAggregation, FlowerFedAvg):
     def checkpoint(self) -> dict[str, Any]:
         """The core's state value, and the last round aggregated."""
         return {**super().checkpoint(), "state": self.state}
+
+    def placements(
+        self, client_manager: ClientManager, proxies: Iterable[ClientProxy], *, sizes: bool = False
+    ) -> dict[str, Placement]:
+        """cid -> :class:`~fedram_flwr.availability.partitions.Placement` (partition id,
+        m_i when ``sizes``) of ``proxies``, from the oracle's partition directory when
+        ``client_manager`` is an oracle (a client it placed is not asked again), else
+        from this strategy's own; new clients are asked once, concurrently, waiting at
+        most ``query_timeout`` s; one that does not answer is an error."""
+        directory = getattr(client_manager, "partitions", None)
+        if not isinstance(directory, PartitionDirectory):
+            if self.own_partitions is None:
+                self.own_partitions = PartitionDirectory(self.query_timeout, label=client_label)
+            directory = self.own_partitions
+        proxies = list(proxies)
+        found = directory.require(
+            [p.cid for p in proxies],
+            properties_query(proxies),
+            type(self).__name__,
+            LEGACY_HINT,
+            sizes=sizes,
+            timeout=self.query_timeout,
+        )
+        return found
 
     def configure_fit(
         self, server_round: int, parameters: Parameters, client_manager: ClientManager

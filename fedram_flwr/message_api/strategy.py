@@ -56,6 +56,8 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg, Result
 from flwr.supercore import log
 
+from fedram_flwr.availability.partitions import DEFAULT_QUERY_TIMEOUT, PartitionDirectory
+from fedram_flwr.message_api.partitions import grid_query
 from fedram_flwr.message_api.round_guard import error_text, received, warn
 from fedram_flwr.message_api.round_view import RoundView
 from fedram_flwr.protocol import Arrays, ClientReply, reply_partition_id
@@ -177,6 +179,8 @@ class CoreMessageStrategy(FedAvg):
     picks_among_available: ClassVar[bool] = True  # with_availability's contract
     required_metrics: ClassVar[tuple[str, ...]] = ()  # fit metrics the core reads
     reply_layout: ClassVar[str] = "the model's arrays"
+    query_timeout: float = DEFAULT_QUERY_TIMEOUT  # s: a partition-id question waits at most
+    own_partitions: PartitionDirectory[int] | None = None  # without an availability wrapper
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """The signature ``help()`` and IDEs show: the core's hyper-parameters (required
@@ -258,6 +262,23 @@ class CoreMessageStrategy(FedAvg):
     def diagnostics(self) -> dict[str, Any]:
         """The core's diagnostics of the current state (what a recorder logs)."""
         return self.core.diagnostics(self.state)
+
+    # --------------------------------------------------------------- partitions
+    def partition_directory(self) -> PartitionDirectory[int]:
+        """This strategy's own partition directory (made on first use; a question waits
+        at most ``query_timeout`` s), for when no availability wrapper says who is who."""
+        if self.own_partitions is None:
+            self.own_partitions = PartitionDirectory(self.query_timeout)
+        return self.own_partitions
+
+    def partition_ids(self, grid: Grid, nodes: Iterable[int], hint: str) -> dict[int, int]:
+        """Node id -> partition id of ``nodes``, each new one asked once through
+        :meth:`partition_directory`; one that does not answer in time is an error
+        ending with ``hint``."""
+        placed = self.partition_directory().require(
+            nodes, grid_query(grid), type(self).__name__, hint
+        )
+        return {node: p.partition_id for node, p in placed.items()}
 
     # --------------------------------------------------------------- rounds
     def pick(self, server_round: int, nodes: list[int], partitions: list[int]) -> list[int]:
