@@ -37,13 +37,6 @@ from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import FedAvg as FlowerFedAvg
 
-from fedram_flwr.availability.partitions import (
-    DEFAULT_QUERY_TIMEOUT,
-    PartitionDirectory,
-    Placement,
-    client_label,
-    properties_query,
-)
 from fedram_flwr.protocol import (
     NUM_EXAMPLES,
     PARTITION_ID,
@@ -53,6 +46,13 @@ from fedram_flwr.protocol import (
     reply_partition_id,
 )
 from fedram_flwr.strategies.core import Core, Outcome
+from fedram_flwr.strategies.partitions import (
+    DEFAULT_QUERY_TIMEOUT,
+    PartitionDirectory,
+    Placement,
+    client_label,
+    properties_query,
+)
 from fedram_flwr.strategies.round_driver import Received, RoundPolicy, RoundState, drive_round
 from fedram_flwr.strategies.rounds import DEFAULT_MAX_FAILED_ROUNDS, FailedRounds
 
@@ -216,7 +216,7 @@ class CoreStrategy(ReplyAggregation, FlowerFedAvg):
     def placements(
         self, client_manager: ClientManager, proxies: Iterable[ClientProxy], *, sizes: bool = False
     ) -> dict[str, Placement]:
-        """cid -> :class:`~fedram_flwr.availability.partitions.Placement` (partition id,
+        """cid -> :class:`~fedram_flwr.strategies.partitions.Placement` (partition id,
         m_i when ``sizes``) of ``proxies``, from the oracle's partition directory when
         ``client_manager`` is an oracle (a client it placed is not asked again), else
         from this strategy's own; new clients are asked once, concurrently, waiting at
@@ -227,7 +227,7 @@ class CoreStrategy(ReplyAggregation, FlowerFedAvg):
                 self.own_partitions = PartitionDirectory(self.query_timeout, label=client_label)
             directory = self.own_partitions
         proxies = list(proxies)
-        found = directory.require(
+        return directory.require(
             [p.cid for p in proxies],
             properties_query(proxies),
             type(self).__name__,
@@ -235,7 +235,6 @@ class CoreStrategy(ReplyAggregation, FlowerFedAvg):
             sizes=sizes,
             timeout=self.query_timeout,
         )
-        return found
 
     def configure_fit(
         self, server_round: int, parameters: Parameters, client_manager: ClientManager

@@ -10,7 +10,7 @@ a ``ConfigRecord`` named ``"partition"`` holding ``partition-id`` (the node's
 ``context.node_config["partition-id"]``, which the Simulation Engine and ``flower-supernode
 --node-config`` set) and, where the handler is given it, ``num-examples`` (m_i: rFedFair's
 p_i = m_i / m). :func:`grid_query` is the server's side: the transport of the
-partition directory (:mod:`fedram_flwr.availability.partitions`), which asks each node
+partition directory (:mod:`fedram_flwr.strategies.partitions`), which asks each node
 once, all new nodes in one ``send_and_receive`` with a timeout; :func:`placement_of`
 reads a reply and names what is missing. The availability wrapper
 (:mod:`~fedram_flwr.message_api.availability`) keeps one directory for the run; FedAWE
@@ -24,13 +24,13 @@ from collections.abc import Iterable, Sequence
 from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.serverapp import Grid
 
-from fedram_flwr.availability.partitions import (
+from fedram_flwr.protocol import NUM_EXAMPLES, PARTITION_ID
+from fedram_flwr.strategies.partitions import (
     AvailabilityError,
     PartitionDirectory,
     Placement,
     Query,
 )
-from fedram_flwr.protocol import NUM_EXAMPLES, PARTITION_ID
 
 PARTITION_ACTION = "partition_id"
 PARTITION_QUERY = f"{MessageType.QUERY}.{PARTITION_ACTION}"  # the query's message type
@@ -80,7 +80,7 @@ def ask_partitions(grid: Grid, nodes: Iterable[int], timeout: float) -> list[Mes
 
 def placement_of(reply: Message, num_clients: int | None = None) -> Placement | AvailabilityError:
     """A reply to the partition-id query as the node's
-    :class:`~fedram_flwr.availability.partitions.Placement`, or the
+    :class:`~fedram_flwr.strategies.partitions.Placement`, or the
     :class:`AvailabilityError` that says what to add (for a federation of
     ``num_clients``, when known) when the node could not answer or has no
     ``partition-id`` (the directory checks the id's range)."""

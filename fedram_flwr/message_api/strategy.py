@@ -56,12 +56,12 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg, Result
 from flwr.supercore import log
 
-from fedram_flwr.availability.partitions import DEFAULT_QUERY_TIMEOUT, PartitionDirectory
 from fedram_flwr.message_api.partitions import grid_query
 from fedram_flwr.message_api.round_guard import error_text, received, warn
 from fedram_flwr.message_api.round_view import RoundView
 from fedram_flwr.protocol import Arrays, ClientReply, reply_partition_id
 from fedram_flwr.strategies.core import Core
+from fedram_flwr.strategies.partitions import DEFAULT_QUERY_TIMEOUT, PartitionDirectory
 from fedram_flwr.strategies.round_driver import RoundPolicy, RoundState, drive_round
 from fedram_flwr.strategies.rounds import DEFAULT_MAX_FAILED_ROUNDS, FailedRounds
 
