@@ -22,8 +22,9 @@ asked again the next time someone needs it. Whether that is an error is the aske
 say, because it differs: an oracle that needs every partition, FedAWE and rFedFair stop
 with :meth:`PartitionDirectory.require`'s error naming the silent nodes and the timeout
 (waiting longer would only hide a node that does not run the handler); the ``connected``
-oracle treats a silent node as absent this round (a device that does not answer is not
-available). An answer that is wrong (an error reply, no partition id, an id that is not
+oracle treats it as absent (a device that does not answer is not available: the Message
+API asks it again next round, the legacy oracle leaves it out as a client whose
+instruction failed). An answer that is wrong (an error reply, no partition id, an id that is not
 an integer in 0..N-1) is a configuration error and its message says what to change.
 """
 

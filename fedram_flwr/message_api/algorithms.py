@@ -19,9 +19,9 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import QFedAvg
 
 from fedram_flwr.message_api.partitions import grid_query
-from fedram_flwr.message_api.round_guard import take_replies
+from fedram_flwr.message_api.round_guard import ordered_replies, take_replies
 from fedram_flwr.message_api.round_view import RoundView
-from fedram_flwr.message_api.strategy import CoreMessageStrategy, EvaluateFn, ordered_replies
+from fedram_flwr.message_api.strategy import CoreMessageStrategy, EvaluateFn
 from fedram_flwr.protocol import RECEIVED_LOSS
 from fedram_flwr.strategies.afl import AFLCore
 from fedram_flwr.strategies.availability_baselines import (

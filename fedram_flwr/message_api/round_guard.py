@@ -5,7 +5,9 @@ takes them, written once for every Message-API face: the project's strategies
 
 :func:`received` is one error-free reply as a
 :class:`~fedram_flwr.strategies.round_driver.Received`, :func:`error_text` an error reply
-as the failure the guard counts; :func:`take_replies` screens a round (the driver's
+as the failure the guard counts, :func:`client_reply` a taken reply as the cores'
+:class:`~fedram_flwr.protocol.ClientReply`, checked against the wire contract;
+:func:`take_replies` screens a round (the driver's
 :func:`~fedram_flwr.strategies.round_driver.screen_round`: refusals named in the log, the
 guard advanced, :class:`~fedram_flwr.strategies.rounds.FailedRoundsError` after
 ``max_failed_rounds`` failed rounds in a row) for a strategy that aggregates by itself.
@@ -13,14 +15,14 @@ guard advanced, :class:`~fedram_flwr.strategies.rounds.FailedRoundsError` after
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from logging import WARNING
 from typing import Any
 
 from flwr.app import Message
 from flwr.common.logger import log
 
-from fedram_flwr.protocol import PARTITION_ID
+from fedram_flwr.protocol import PARTITION_ID, Arrays, ClientReply, reply_partition_id
 from fedram_flwr.strategies.round_driver import Received, RoundPolicy, screen_round
 from fedram_flwr.strategies.rounds import FailedRounds
 
@@ -62,6 +64,57 @@ def received(
 def warn(line: str) -> None:
     """A round's warning in Flower's log."""
     log(WARNING, "%s", line)
+
+
+def client_reply(
+    message: Message,
+    strategy: str,
+    *,
+    weighted_by_key: str,
+    needs_id: bool = True,
+    required_metrics: Iterable[str] = (),
+    broadcast: Arrays | None = None,
+    layout: str = "the model's arrays",
+) -> ClientReply:
+    """An error-free reply ``message`` as a :class:`ClientReply`. Its only ``MetricRecord``
+    holds its fit metrics (``weighted_by_key`` is m_i), its only ``ArrayRecord`` its
+    arrays (decoded when the core asks). Errors name the key, the node and ``strategy``:
+    a missing partition id (when ``needs_id``), a missing metric of
+    ``required_metrics``, arrays that are not shaped like ``broadcast`` (a client returns
+    what it received, updated: ``layout``)."""
+    content, node = message.content, message.metadata.src_node_id
+    metrics = next(iter(content.metric_records.values()))
+    record = next(iter(content.array_records.values()))
+    try:
+        pid = reply_partition_id(metrics, needs_id, strategy)
+    except ValueError as err:
+        raise ValueError(f"{err} (node {node})") from None
+    for key in required_metrics:
+        if key not in metrics:
+            raise ValueError(
+                f"{strategy}: the reply of node {node} (partition {pid}) has no '{key}' "
+                f"metric, which {strategy} needs (fedram_flwr.protocol; the project's "
+                "Message-API client building blocks report it)"
+            )
+    if broadcast is not None:
+        got = [tuple(a.shape) for a in record.values()]
+        want = [tuple(a.shape) for a in broadcast]
+        if got != want:
+            raise ValueError(
+                f"{strategy}: the reply of node {node} (partition {pid}) has {len(got)} "
+                f"arrays shaped {got}, the broadcast {len(want)} shaped {want}: a client "
+                f"returns the arrays it received, updated, in order: {layout}"
+            )
+    return ClientReply(pid, int(metrics[weighted_by_key]), metrics, record.to_numpy_ndarrays)
+
+
+def ordered_replies(
+    messages: Iterable[Message], strategy: str, **contract: Any
+) -> list[tuple[Message, ClientReply]]:
+    """Error-free reply ``messages`` as (message, :func:`client_reply`), in partition-id
+    order (``contract``: :func:`client_reply`'s keyword arguments)."""
+    pairs = [(m, client_reply(m, strategy, **contract)) for m in messages]
+    return sorted(pairs, key=lambda pair: pair[1].partition_id)
 
 
 def take_replies(

@@ -13,9 +13,10 @@ Message API:
   ``server-round`` and the core's ``fit_config`` keys; to evaluate, the model alone
   (theta without t) under the keys of ``start``'s ``initial_arrays``, so a stock Flower
   ``@app.evaluate()`` handler works unchanged;
-- :func:`client_reply`: a reply as the cores' :class:`~fedram_flwr.protocol.ClientReply`,
-  contract-checked (partition id, the metrics the strategy needs,
-  the same arrays as the broadcast), with errors naming the key, the node and the strategy;
+- :func:`~fedram_flwr.message_api.round_guard.client_reply`: a reply as the cores'
+  :class:`~fedram_flwr.protocol.ClientReply`, contract-checked (partition id, the metrics
+  the strategy needs, the same arrays as the broadcast), with errors naming the key, the
+  node and the strategy;
 - the refusal of replies that are no update (:mod:`~fedram_flwr.message_api.round_guard`:
   a partition id outside 0..N-1 or carried by two replies, NaN or inf; each a failure
   of its node, named in the log), the failure guard (``accept_failures=False``: a round
@@ -57,9 +58,9 @@ from flwr.serverapp.strategy import FedAvg, Result
 from flwr.supercore import log
 
 from fedram_flwr.message_api.partitions import grid_query
-from fedram_flwr.message_api.round_guard import error_text, received, warn
+from fedram_flwr.message_api.round_guard import client_reply, error_text, received, warn
 from fedram_flwr.message_api.round_view import RoundView
-from fedram_flwr.protocol import Arrays, ClientReply, reply_partition_id
+from fedram_flwr.protocol import Arrays
 from fedram_flwr.strategies.core import Core
 from fedram_flwr.strategies.partitions import DEFAULT_QUERY_TIMEOUT, PartitionDirectory
 from fedram_flwr.strategies.round_driver import RoundPolicy, RoundState, drive_round
@@ -94,57 +95,6 @@ def metric_values(values: Mapping[str, Any]) -> dict[str, int | float | list]:
         ):
             out[key] = value
     return out
-
-
-def client_reply(
-    message: Message,
-    strategy: str,
-    *,
-    weighted_by_key: str,
-    needs_id: bool = True,
-    required_metrics: Iterable[str] = (),
-    broadcast: Arrays | None = None,
-    layout: str = "the model's arrays",
-) -> ClientReply:
-    """An error-free reply ``message`` as a :class:`ClientReply`. Its only ``MetricRecord``
-    holds its fit metrics (``weighted_by_key`` is m_i), its only ``ArrayRecord`` its
-    arrays (decoded when the core asks). Errors name the key, the node and ``strategy``:
-    a missing partition id (when ``needs_id``), a missing metric of
-    ``required_metrics``, arrays that are not shaped like ``broadcast`` (a client returns
-    what it received, updated: ``layout``)."""
-    content, node = message.content, message.metadata.src_node_id
-    metrics = next(iter(content.metric_records.values()))
-    record = next(iter(content.array_records.values()))
-    try:
-        pid = reply_partition_id(metrics, needs_id, strategy)
-    except ValueError as err:
-        raise ValueError(f"{err} (node {node})") from None
-    for key in required_metrics:
-        if key not in metrics:
-            raise ValueError(
-                f"{strategy}: the reply of node {node} (partition {pid}) has no '{key}' "
-                f"metric, which {strategy} needs (fedram_flwr.protocol; the project's "
-                "Message-API client building blocks report it)"
-            )
-    if broadcast is not None:
-        got = [tuple(a.shape) for a in record.values()]
-        want = [tuple(a.shape) for a in broadcast]
-        if got != want:
-            raise ValueError(
-                f"{strategy}: the reply of node {node} (partition {pid}) has {len(got)} "
-                f"arrays shaped {got}, the broadcast {len(want)} shaped {want}: a client "
-                f"returns the arrays it received, updated, in order: {layout}"
-            )
-    return ClientReply(pid, int(metrics[weighted_by_key]), metrics, record.to_numpy_ndarrays)
-
-
-def ordered_replies(
-    messages: Iterable[Message], strategy: str, **contract: Any
-) -> list[tuple[Message, ClientReply]]:
-    """Error-free reply ``messages`` as (message, :func:`client_reply`), in partition-id
-    order (``contract``: :func:`client_reply`'s keyword arguments)."""
-    pairs = [(m, client_reply(m, strategy, **contract)) for m in messages]
-    return sorted(pairs, key=lambda pair: pair[1].partition_id)
 
 
 # ------------------------------------------------------------------ the base
