@@ -21,7 +21,7 @@ aggregation.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import partial
 from logging import WARNING
 from typing import Any, ClassVar
@@ -39,25 +39,33 @@ from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import FedAvg as FlowerFedAvg
 
 from fedram_flwr.protocol import (
+    NUM_EXAMPLES,
     PARTITION_ID,
     ClientReply,
-    in_partition_order,
     npy_array,
     npy_bytes,
     reply_partition_id,
 )
-from fedram_flwr.strategies.core import Core
+from fedram_flwr.strategies.core import Core, Outcome
 from fedram_flwr.strategies.hyper import (
     core_parameters,
     make_core,
     parameters_doc,
     with_parameters_doc,
 )
-from fedram_flwr.strategies.rounds import (
-    DEFAULT_MAX_FAILED_ROUNDS,
-    FailedRounds,
-    after_round,
-    refusals,
+from fedram_flwr.strategies.partitions import (
+    DEFAULT_QUERY_TIMEOUT,
+    PartitionDirectory,
+    Placement,
+    client_label,
+    properties_query,
+)
+from fedram_flwr.strategies.round_driver import Received, RoundPolicy, RoundState, drive_round
+from fedram_flwr.strategies.rounds import DEFAULT_MAX_FAILED_ROUNDS, FailedRounds
+
+LEGACY_HINT = (
+    f"its client answers get_properties with '{PARTITION_ID}' (and '{NUM_EXAMPLES}', m_i: "
+    "the project's NumPyClients do)"
 )
 
 
@@ -87,6 +95,19 @@ def failure_text(failure: tuple[ClientProxy, FitRes] | BaseException) -> str:
     return f"client {proxy.cid}: {res.status.code.name}: {res.status.message}"
 
 
+def received(proxy: ClientProxy | None, res: FitRes) -> Received[FitRes]:
+    """A ``FitRes`` as the round driver screens it (its sender named by its proxy)."""
+    sender = "a client" if proxy is None else f"client {proxy.cid}"
+    return Received(
+        res, sender, res.metrics.get(PARTITION_ID), res.metrics, partial(to_arrays, res.parameters)
+    )
+
+
+def warn(line: str) -> None:
+    """A round's warning in Flower's log."""
+    log(WARNING, "%s", line)
+
+
 def to_reply(res: FitRes, needs_id: bool = True, strategy: str = "strategy") -> ClientReply:
     """A ``FitRes`` as the cores see it; its arrays are decoded when asked for."""
     pid = reply_partition_id(res.metrics, needs_id, strategy)
@@ -96,8 +117,11 @@ def to_reply(res: FitRes, needs_id: bool = True, strategy: str = "strategy") -> 
 
 
 class ReplyAggregation:
-    """Mixin of ``aggregate_fit`` over a Flower strategy: the guard, the order, the
-    elapsed rounds and the fit metrics; the algorithm is :meth:`aggregate_replies`."""
+    """Mixin of ``aggregate_fit`` over a Flower strategy: ``FitRes`` as the round
+    driver's :class:`~fedram_flwr.strategies.round_driver.Received` replies, the round
+    (:func:`~fedram_flwr.strategies.round_driver.drive_round`: the guard, the order, the
+    elapsed rounds, the core's aggregation) and the fit metrics; the core is
+    :meth:`round_core`."""
 
     accept_failures: bool
     fit_metrics_aggregation_fn: Any
@@ -115,12 +139,14 @@ class ReplyAggregation:
 
     def client_count(self) -> int | None:
         """N: reply partition ids must lie in 0..N-1 (``None``: any id >= 0)."""
-        return None
+        return self.round_core()[0].client_count()
 
-    def aggregate_replies(
-        self, server_round: int, replies: list[ClientReply], elapsed: int
-    ) -> tuple[NDArrays | None, dict[str, Scalar]]:
-        """The new global arrays (``None``: keep the model) and the round's diagnostics."""
+    def round_core(self) -> tuple[Core, Any]:
+        """The core that aggregates this round's replies, and its state."""
+        raise NotImplementedError
+
+    def take_outcome(self, outcome: Outcome) -> NDArrays | None:
+        """Keep ``outcome``'s state; the new global arrays (``None``: keep the model)."""
         raise NotImplementedError
 
     def checkpoint(self) -> dict[str, Any]:
@@ -141,35 +167,30 @@ class ReplyAggregation:
         failures: list[tuple[ClientProxy, FitRes] | BaseException],
     ) -> tuple[Parameters | None, dict[str, Scalar]]:
         name = type(self).__name__
-        why = refusals(
-            [r.metrics.get(PARTITION_ID) for _, r in results],
-            [r.metrics for _, r in results],
-            [partial(to_arrays, r.parameters) for _, r in results],
-            self.client_count(),
+        core, state = self.round_core()
+        result = drive_round(
+            core,
+            state,
+            server_round,
+            [received(proxy, res) for proxy, res in results],
+            [failure_text(f) for f in failures],
+            RoundState(self.failed_rounds, self.last_round),
+            RoundPolicy(self.accept_failures),
+            reply_of=lambda r: to_reply(r.source, self.needs_partition_id, name),
+            strategy=name,
+            warn=warn,
         )
-        failed = [failure_text(f) for f in failures]
-        for (proxy, _), reason in zip(results, why):
-            if reason is not None:
-                failed.append(f"client {proxy.cid}: {reason}")
-                log(WARNING, "round %d: %s refused %s", server_round, name, failed[-1])
-        taken = [r for (_, r), reason in zip(results, why) if reason is None]
-        self.failed_rounds, line = after_round(
-            self.failed_rounds, server_round, failed, len(taken), self.accept_failures
-        )
-        if line:
-            log(WARNING, "%s: %s", name, line)
-        if failed and not self.accept_failures:
+        self.failed_rounds, self.last_round = result.rounds.guard, result.rounds.last_round
+        if result.outcome is None:
             return None, {}
-        replies = in_partition_order(to_reply(r, self.needs_partition_id, name) for r in taken)
-        elapsed, self.last_round = server_round - self.last_round, server_round
-        arrays, diagnostics = self.aggregate_replies(server_round, replies, elapsed)
+        arrays = self.take_outcome(result.outcome)
         metrics: dict[str, Scalar] = {}
-        if self.fit_metrics_aggregation_fn and replies:
+        if self.fit_metrics_aggregation_fn and result.kept:
             metrics = self.fit_metrics_aggregation_fn(
-                [(r.num_examples, r.metrics) for r in replies]
+                [(r.num_examples, r.metrics) for _, r in result.kept]
             )
         params = None if arrays is None else to_parameters(arrays)
-        return params, {**metrics, **diagnostics}
+        return params, {**metrics, **result.outcome.diagnostics}
 
 
 FLOWER_FEDAVG_ARGS = tuple(
@@ -204,6 +225,9 @@ class CoreStrategy(ReplyAggregation, FlowerFedAvg):
     The signature ``help()`` shows and the docstring's ``Parameters`` are built from
     the core's declarations. ``CoreStrategy(core, initial_arrays=...)`` serves a core
     built beforehand."""
+
+    query_timeout = DEFAULT_QUERY_TIMEOUT  # s: a partition-id question waits at most this
+    own_partitions: PartitionDirectory[str] | None = None  # without an oracle: its own
 
     core_type: ClassVar[type[Core]]
 
@@ -246,10 +270,6 @@ class CoreStrategy(ReplyAggregation, FlowerFedAvg):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.core!r})"
 
-    def client_count(self) -> int | None:
-        """The core's N (:meth:`~fedram_flwr.strategies.core.Core.client_count`)."""
-        return self.core.client_count()
-
     def diagnostics(self) -> dict[str, Any]:
         """The core's diagnostics of the current state."""
         return self.core.diagnostics(self.state)
@@ -257,6 +277,29 @@ class CoreStrategy(ReplyAggregation, FlowerFedAvg):
     def checkpoint(self) -> dict[str, Any]:
         """The core's state value, and the last round aggregated."""
         return {**super().checkpoint(), "state": self.state}
+
+    def placements(
+        self, client_manager: ClientManager, proxies: Iterable[ClientProxy], *, sizes: bool = False
+    ) -> dict[str, Placement]:
+        """cid -> :class:`~fedram_flwr.strategies.partitions.Placement` (partition id,
+        m_i when ``sizes``) of ``proxies``, from the oracle's partition directory when
+        ``client_manager`` is an oracle (a client it placed is not asked again), else
+        from this strategy's own; new clients are asked once, concurrently, waiting at
+        most ``query_timeout`` s; one that does not answer is an error."""
+        directory = getattr(client_manager, "partitions", None)
+        if not isinstance(directory, PartitionDirectory):
+            if self.own_partitions is None:
+                self.own_partitions = PartitionDirectory(self.query_timeout, label=client_label)
+            directory = self.own_partitions
+        proxies = list(proxies)
+        return directory.require(
+            [p.cid for p in proxies],
+            properties_query(proxies),
+            type(self).__name__,
+            LEGACY_HINT,
+            sizes=sizes,
+            timeout=self.query_timeout,
+        )
 
     def configure_fit(
         self, server_round: int, parameters: Parameters, client_manager: ClientManager
@@ -267,12 +310,13 @@ class CoreStrategy(ReplyAggregation, FlowerFedAvg):
             ins.config.update(extra)
         return pairs
 
-    def aggregate_replies(
-        self, server_round: int, replies: list[ClientReply], elapsed: int
-    ) -> tuple[NDArrays | None, dict[str, Scalar]]:
-        out = self.core.aggregate(self.state, server_round, replies, elapsed)
-        self.state = out.state
-        return (self.core.arrays(out.state) if out.aggregated else None), out.diagnostics
+    def round_core(self) -> tuple[Core, Any]:
+        """The core and its state."""
+        return self.core, self.state
+
+    def take_outcome(self, outcome: Outcome) -> NDArrays | None:
+        self.state = outcome.state
+        return self.core.arrays(outcome.state) if outcome.aggregated else None
 
     def evaluate(
         self, server_round: int, parameters: Parameters

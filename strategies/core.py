@@ -178,6 +178,15 @@ class Core(Generic[S]):
         """
         raise NotImplementedError
 
+    def kept(self, server_round: int, replies: Sequence[ClientReply]) -> Sequence[int]:
+        """Return the positions of the round's ``replies`` to aggregate.
+
+        Asked when the server could not choose who trains before training (``replies`` in
+        partition-id order): all of them; FedAvg(S) its seeded subset
+        (:func:`~fedram_flwr.strategies.round_driver.drive_round`).
+        """
+        return range(len(replies))
+
     def evaluated(self, arrays: Sequence[np.ndarray]) -> tuple[Arrays, dict[str, Any]]:
         """Return the model part of the broadcast arrays, and metrics to report beside it.
 

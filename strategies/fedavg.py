@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from fedram_flwr.protocol import Arrays, ClientReply
-from fedram_flwr.strategies.base import CoreStrategy, client_id, in_partition_order
+from fedram_flwr.protocol import Arrays, ClientReply, in_partition_order
+from fedram_flwr.strategies.base import CoreStrategy, client_id
 from fedram_flwr.strategies.core import Core, Outcome
 from fedram_flwr.strategies.hyper import server_lr_hyper
 

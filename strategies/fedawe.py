@@ -37,11 +37,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from flwr.common import FitIns, GetPropertiesIns, Parameters, ndarrays_to_parameters
+from flwr.common import FitIns, Parameters, ndarrays_to_parameters
 from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 
-from fedram_flwr.protocol import PARTITION_ID, Arrays, ClientReply
+from fedram_flwr.protocol import Arrays, ClientReply
 from fedram_flwr.strategies.core import Outcome
 from fedram_flwr.strategies.hyper import server_lr_hyper
 from fedram_flwr.strategies.vector import VectorCore, VectorStrategy, client_models
@@ -135,6 +135,17 @@ class FedAWECore(VectorCore[FedAWEState]):
         """Return what client ``partition_id`` starts from: x_i^t = x^{tau_i+1} (lines 5, 18)."""
         return self.unflatten(state.snapshots[int(state.tau[partition_id])])
 
+    def starts(
+        self, state: FedAWEState, partition_ids: Sequence[int]
+    ) -> tuple[list[int], dict[int, Arrays]]:
+        """Return what the round's trainers ``partition_ids`` start from (lines 5, 18).
+
+        Each distinct model once: (each trainer's key, its tau_i; key -> x^{tau+1}). Both
+        Flower faces send trainer k the model ``models[keys[k]]``, serialised once.
+        """
+        keys = [int(state.tau[pid]) for pid in partition_ids]
+        return keys, {k: self.unflatten(state.snapshots[k]) for k in dict.fromkeys(keys)}
+
     def aggregate(
         self, state: FedAWEState, server_round: int, replies: Sequence[ClientReply], elapsed: int
     ) -> Outcome[FedAWEState]:
@@ -164,30 +175,20 @@ class FedAWECore(VectorCore[FedAWEState]):
 class FedAWE(VectorStrategy):
     """FedAWE (Xiang et al., NeurIPS 2024) as a Flower Strategy over :class:`FedAWECore`.
 
-    ``server_lr``: eta_g. Each sampled client is sent its own x_i^t (its partition id
-    asked once with ``get_properties``).
+    Each sampled client is sent its own x_i^t (its partition id from the oracle's
+    partition directory, else asked once with ``get_properties``:
+    :meth:`~CoreStrategy.placements`).
     """
 
     core_type = FedAWECore
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.partition_of: dict[str, int] = {}  # cid -> partition id
 
     def configure_fit(
         self, server_round: int, parameters: Parameters, client_manager: ClientManager
     ) -> list[tuple[ClientProxy, FitIns]]:
         """Send each sampled client its own x_i^t (asking its partition id once)."""
         pairs = super().configure_fit(server_round, parameters, client_manager)
-        sent: dict[int, Parameters] = {}  # tau -> its serialised model, once per round
-        out = []
-        for proxy, ins in pairs:
-            if proxy.cid not in self.partition_of:
-                res = proxy.get_properties(GetPropertiesIns(config={}), timeout=None, group_id=None)
-                self.partition_of[proxy.cid] = int(res.properties[PARTITION_ID])
-            pid = self.partition_of[proxy.cid]
-            key = int(self.state.tau[pid])
-            if key not in sent:
-                sent[key] = ndarrays_to_parameters(self.core.client_arrays(self.state, pid))
-            out.append((proxy, FitIns(sent[key], ins.config)))
-        return out
+        placed = self.placements(client_manager, [proxy for proxy, _ in pairs])
+        pids = [placed[proxy.cid].partition_id for proxy, _ in pairs]
+        keys, models = self.core.starts(self.state, pids)
+        sent = {key: ndarrays_to_parameters(model) for key, model in models.items()}
+        return [(proxy, FitIns(sent[key], ins.config)) for (proxy, ins), key in zip(pairs, keys)]

@@ -476,6 +476,14 @@ class FedAvgSampledCore(ReweightedCore):
         """Return the positions of the available clients (in partition order) that train."""
         return subsample(num_available, self.max_clients, self.seed, server_round)
 
+    def kept(self, server_round: int, replies: Sequence[ClientReply]) -> Sequence[int]:
+        """Return the seeded subset (:meth:`select`) among the replies.
+
+        Asked when the server could not choose before training (the Message API without
+        an availability wrapper).
+        """
+        return self.select(len(replies), server_round)
+
     def weights(self, estimator, server_round, active, elapsed):
         """Weigh each reply N / |S_t| (the mean of the drawn clients' models)."""
         return np.full(len(active), self.num_clients / max(len(active), 1)), estimator

@@ -35,15 +35,19 @@ as its loss key, partition-id order and ``accept_failures``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from flwr.common import NDArrays, Scalar, ndarrays_to_parameters
+from flwr.common import NDArrays, ndarrays_to_parameters
 from flwr.server.strategy import QFedAvg
 from flwr.server.strategy.aggregate import aggregate_qffl
 
 from fedram_flwr.protocol import RECEIVED_LOSS, ClientReply
 from fedram_flwr.strategies.base import ReplyAggregation
+from fedram_flwr.strategies.core import Core, Outcome
+from fedram_flwr.strategies.hyper import hyper
 
 
 def qffl_terms(
@@ -78,6 +82,35 @@ def qffl_terms(
     return [f**q * g for g in grads], q * f ** (q - 1) * sq_norm + f**q / lr
 
 
+@dataclass(frozen=True)
+class QFFLStep(Core["NDArrays | None"]):
+    """One q-FedAvg step as a core (Li et al. 2020, Algorithm 3).
+
+    Its state is w_t, the model broadcast this round (Flower's ``pre_weights``). Built
+    each round from Flower's ``QFedAvg`` arguments (``q_param``, ``qffl_learning_rate``).
+    """
+
+    q: float = hyper(doc="q (0: FedAvg's objective)", lo=0.0)
+    lr: float = hyper(doc="the clients' step size; L = 1 / lr", lo=0.0, lo_open=True)
+
+    def aggregate(
+        self,
+        state: NDArrays | None,
+        server_round: int,
+        replies: Sequence[ClientReply],
+        elapsed: int,
+    ) -> Outcome[NDArrays | None]:
+        """Return w_{t+1} from each reply's model and ``received-loss`` (F_k(w_t))."""
+        if not replies:
+            return Outcome(state, {}, aggregated=False)
+        if state is None:
+            raise AttributeError("QFFL: pre_weights are None in aggregate_fit")
+        terms = [
+            qffl_terms(state, r.arrays(), r.metric(RECEIVED_LOSS), self.q, self.lr) for r in replies
+        ]
+        return Outcome(aggregate_qffl(state, [d for d, _ in terms], [h for _, h in terms]))
+
+
 class QFFL(ReplyAggregation, QFedAvg):
     """q-FFL (Li et al., ICLR 2020): Flower's ``QFedAvg`` with each client's own loss.
 
@@ -101,25 +134,13 @@ class QFFL(ReplyAggregation, QFedAvg):
             initial_parameters=ndarrays_to_parameters(initial_arrays), **qfedavg_kwargs
         )
 
-    def aggregate_replies(
-        self, server_round: int, replies: list[ClientReply], elapsed: int
-    ) -> tuple[NDArrays | None, dict[str, Scalar]]:
-        """Take q-FedAvg's step with each reply's own ``received-loss``."""
-        if not replies:
-            return None, {}
-        if self.pre_weights is None:
-            raise AttributeError("QFFL: pre_weights are None in aggregate_fit")
-        terms = [
-            qffl_terms(
-                self.pre_weights,
-                r.arrays(),
-                r.metric(RECEIVED_LOSS),
-                self.q_param,
-                self.learning_rate,
-            )
-            for r in replies
-        ]
-        return aggregate_qffl(self.pre_weights, [d for d, _ in terms], [h for _, h in terms]), {}
+    def round_core(self) -> tuple[QFFLStep, NDArrays | None]:
+        """q-FedAvg's step with this strategy's q and L, from ``pre_weights`` (w_t)."""
+        return QFFLStep(self.q_param, self.learning_rate), self.pre_weights
+
+    def take_outcome(self, outcome: Outcome) -> NDArrays | None:
+        """Return the new w_{t+1} (``None``: no step)."""
+        return outcome.state if outcome.aggregated else None
 
     def diagnostics(self) -> dict[str, Any]:
         """Report nothing beyond Flower's own state."""

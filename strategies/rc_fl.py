@@ -33,14 +33,13 @@ arguments; ``strategy.start(grid=..., initial_arrays=...)``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from flwr.common import (
     FitIns,
-    GetPropertiesIns,
     NDArrays,
     Parameters,
     Scalar,
@@ -59,8 +58,6 @@ from fedram_flwr.objectives import (
 )
 from fedram_flwr.protocol import (
     LR_ETA,
-    NUM_EXAMPLES,
-    PARTITION_ID,
     RCFL_ALPHA,
     RCFL_MU,
     RCFL_P,
@@ -75,6 +72,8 @@ from fedram_flwr.strategies.base import CoreStrategy
 from fedram_flwr.strategies.core import Core, Outcome
 from fedram_flwr.strategies.fedavg import weighted_average
 from fedram_flwr.strategies.hyper import hyper
+
+N = TypeVar("N", bound=Hashable)  # a node's name (a proxy's cid, a Message-API node id)
 
 __all__ = [
     "RFedFair",
@@ -329,6 +328,27 @@ class RFedFairCore(Core[RFedFairState]):
         }
         return replace(state, multiplicity=multiplicity), configs
 
+    def fit_configs(
+        self,
+        state: RFedFairState,
+        partition_of: Mapping[N, int],
+        sizes: Mapping[int, int],
+        server_round: int,
+    ) -> tuple[RFedFairState, list[tuple[N, dict[str, Any]]]]:
+        """Draw Z of the round among the available nodes ``partition_of``.
+
+        ``partition_of``: node -> partition id (any node names); p_i = m_i / m over
+        ``sizes`` (partition id -> m_i of every client known). Returns the state with
+        the draw, and (node, its fit config) for each chosen node in partition-id order
+        (:meth:`select`). Both Flower faces send exactly these.
+        """
+        m = sum(sizes.values())
+        p = dict(sorted((pid, size / m) for pid, size in sizes.items()))
+        nodes = sorted(partition_of, key=partition_of.__getitem__)
+        pids = [partition_of[node] for node in nodes]
+        state, configs = self.select(state, p, pids, server_round)
+        return state, [(node, configs[pid]) for node, pid in zip(nodes, pids) if pid in configs]
+
     def aggregate(
         self, state: RFedFairState, server_round: int, replies: Sequence[ClientReply], elapsed: int
     ) -> Outcome[RFedFairState]:
@@ -399,36 +419,24 @@ class RFedFair(CoreStrategy):
         super().__init__(**kwargs)
         self.known: dict[str, tuple[int, int]] = {}  # cid -> (partition id, m_i)
 
-    def learn_clients(self, proxies: Sequence[ClientProxy]) -> None:
-        """Ask each new client its partition id and m_i (``get_properties``), once."""
-        for proxy in proxies:
-            if proxy.cid not in self.known:
-                res = proxy.get_properties(GetPropertiesIns(config={}), timeout=None, group_id=None)
-                props = res.properties
-                self.known[proxy.cid] = (int(props[PARTITION_ID]), int(props[NUM_EXAMPLES]))
-
-    def client_p(self) -> dict[int, float]:
-        """Return p_i = m_i / m over every client seen (partition id -> p_i)."""
-        m = sum(n for _, n in self.known.values())
-        return {pid: n / m for pid, n in self.known.values()}
-
     def configure_fit(
         self, server_round: int, parameters: Parameters, client_manager: ClientManager
     ) -> list[tuple[ClientProxy, FitIns]]:
         """Draw Z among the available clients and send each its own fit config."""
         self.state = self.core.broadcast(self.state, parameters_to_ndarrays(parameters))
         available = client_manager.sample(num_clients=client_manager.num_available())
-        self.learn_clients([*client_manager.all().values(), *available])
-        p = dict(sorted(self.client_p().items()))  # partition ids 0..N-1 when all connected
-        available = sorted(available, key=lambda c: self.known[c.cid][0])
-        pids = [self.known[c.cid][0] for c in available]
-        self.state, configs = self.core.select(self.state, p, pids, server_round)
+        every = [*client_manager.all().values(), *available]
+        placed = self.placements(client_manager, every, sizes=True)
+        self.known.update({cid: (p.partition_id, p.num_examples) for cid, p in placed.items()})
+        proxy_of = {proxy.cid: proxy for proxy in available}
+        self.state, configs = self.core.fit_configs(
+            self.state,
+            {cid: self.known[cid][0] for cid in proxy_of},
+            dict(self.known.values()),
+            server_round,
+        )
         base = self.on_fit_config_fn(server_round) if self.on_fit_config_fn else {}
-        return [
-            (proxy, FitIns(parameters, {**base, **configs[pid]}))
-            for proxy, pid in zip(available, pids)
-            if pid in configs
-        ]
+        return [(proxy_of[cid], FitIns(parameters, {**base, **cfg})) for cid, cfg in configs]
 
     def evaluate(
         self, server_round: int, parameters: Parameters

@@ -188,17 +188,9 @@ class ConnectedClientManager(OracleClientManager):
                 f" s; availability.params.min_clients is {self.min_clients}"
             )
         new = [c for c in self._unknown() if not self._excluded(c.cid)]
-        for pid, proxy in self._ask_partitions(new, self.wait_timeout):
-            if isinstance(pid, BaseException):
-                self._mark_failed(proxy.cid)
-            elif not 0 <= pid < self.num_clients:
-                raise AvailabilityError(
-                    f"client {proxy.cid} reports partition id {pid}: expected an id in "
-                    f"0..{self.num_clients - 1}"
-                )
-            else:
-                with self._cv:  # a reconnected node replaces its old proxy
-                    self._by_partition[pid] = proxy
+        for proxy, pid in self._placed(new, strict=False):
+            with self._cv:  # a reconnected node replaces its old proxy
+                self._by_partition[pid] = proxy
 
     def connected_partitions(self) -> list[int]:
         """Return the partition ids of the connected clients not left out after a failure."""

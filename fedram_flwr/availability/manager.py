@@ -4,9 +4,11 @@ The server cannot choose its clients: ``sample()`` ignores how many the strategy
 for and relays whoever the oracle's law yields in that round (``draw``, a pure function
 of (seed, round) for every oracle but ``connected``). Oracles know clients by
 *partition id*, asked once per client through ``get_properties`` (Flower's engines
-name nodes by random node ids). Strategies never see the oracle's parameters (e.g.
-rho, p_k, pi_k, lambda_k): only ``hidden_law()`` gives them, to plots, the recorder and
-scenarios that run a strategy "oracle-informed".
+name nodes by random node ids) by the oracle's partition directory
+(:mod:`~fedram_flwr.strategies.partitions`), which the strategies that address
+clients by partition id (FedAWE, rFedFair) ask too. Strategies never see the oracle's
+parameters (e.g. rho, p_k, pi_k, lambda_k): only ``hidden_law()`` gives them, to plots,
+the recorder and scenarios that run a strategy "oracle-informed".
 
 Keyed on the server round: ``sample()`` relays the draw of the round the asking strategy
 call is for. Flower's legacy ``Server`` (the stock one and the engines'
@@ -26,22 +28,24 @@ import sys
 import threading
 import time
 from abc import abstractmethod
-from concurrent.futures import ThreadPoolExecutor
 from logging import WARNING
 
 import numpy as np
-from flwr.common import GetPropertiesIns
 from flwr.common.logger import log
 from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.criterion import Criterion
 
 from fedram_flwr.availability.laws import HiddenLaw
-from fedram_flwr.protocol import PARTITION_ID
+from fedram_flwr.strategies.partitions import (
+    AvailabilityError,
+    PartitionDirectory,
+    check_unique,
+    client_label,
+    properties_query,
+)
 
-
-class AvailabilityError(RuntimeError):
-    """The oracle cannot relay: too few clients connected, or unknown partition ids."""
+__all__ = ["AvailabilityError", "OracleClientManager", "asking_round"]
 
 
 def asking_round(max_depth: int = 64) -> int | None:
@@ -113,6 +117,9 @@ class OracleClientManager(ClientManager):
         self._clients: dict[str, ClientProxy] = {}
         self._by_partition: dict[int, ClientProxy] = {}
         self._cv = threading.Condition()
+        self.partitions: PartitionDirectory[str] = PartitionDirectory(
+            num_clients=num_clients, label=client_label
+        )  # cid -> partition id and m_i, each client asked once
 
     # ------------------------------------------------------------- the oracle's law
     @abstractmethod
@@ -275,14 +282,11 @@ class OracleClientManager(ClientManager):
                 f"connected within {time.monotonic() - start:.0f} s; start one SuperNode per "
                 f"client (flwr run: --federation-config 'num-supernodes={self.num_clients}')"
             )
-        for pid, proxy in self._ask_partitions(self._unknown(), self.wait_timeout):
-            if isinstance(pid, BaseException):
-                raise pid
-            if not 0 <= pid < self.num_clients or pid in self._by_partition:
-                raise AvailabilityError(
-                    f"client {proxy.cid} reports partition id {pid}: expected a unique id "
-                    f"in 0..{self.num_clients - 1}"
-                )
+        for proxy, pid in self._placed(self._unknown(), strict=True):
+            check_unique(
+                {**{c.cid: p for p, c in self._by_partition.items()}, proxy.cid: pid},
+                client_label,
+            )
             self._by_partition[pid] = proxy
         if len(self._by_partition) != self.num_clients:
             raise AvailabilityError(
@@ -295,29 +299,23 @@ class OracleClientManager(ClientManager):
         known = {c.cid for c in self._by_partition.values()}
         return [c for cid, c in self.all().items() if cid not in known]
 
-    @staticmethod
-    def _ask_partitions(
-        proxies: list[ClientProxy], timeout: float
-    ) -> list[tuple[int | BaseException, ClientProxy]]:
-        """Ask each proxy its partition id (``get_properties``, in parallel).
+    def _placed(self, proxies: list[ClientProxy], *, strict: bool) -> list[tuple[ClientProxy, int]]:
+        """Return (proxy, partition id) of those of ``proxies`` the directory places.
 
-        Each answer is the id, or the error that asking it raised.
+        The new ones are asked once, concurrently, waiting at most ``wait_timeout`` s. A
+        client that could not answer raises its error when ``strict``, else is marked
+        failed (:meth:`_mark_failed`).
         """
+        unplaced = self.partitions.learn(
+            [p.cid for p in proxies], properties_query(proxies), self.wait_timeout
+        )
+        if strict and unplaced.failed:
+            raise next(iter(unplaced.failed.values()))
+        placed = self.partitions.partition_of(p.cid for p in proxies)
+        for proxy in proxies:
+            if proxy.cid not in placed:
+                self._mark_failed(proxy.cid)
+        return [(p, placed[p.cid]) for p in proxies if p.cid in placed]
 
-        def ask(proxy: ClientProxy) -> tuple[int | BaseException, ClientProxy]:
-            try:
-                res = proxy.get_properties(
-                    GetPropertiesIns(config={}), timeout=timeout, group_id=None
-                )
-            except Exception as err:  # noqa: BLE001 - the caller decides
-                return err, proxy
-            if PARTITION_ID not in res.properties:
-                return AvailabilityError(
-                    f"client {proxy.cid} did not report '{PARTITION_ID}' in get_properties"
-                ), proxy
-            return int(res.properties[PARTITION_ID]), proxy
-
-        if not proxies:
-            return []
-        with ThreadPoolExecutor(max_workers=8) as pool:
-            return list(pool.map(ask, proxies))
+    def _mark_failed(self, cid: str) -> None:
+        """Note a client whose instruction failed (the ``connected`` oracle leaves it out)."""

@@ -28,7 +28,8 @@ from fedram_flwr.message_api.algorithms import (
 )
 from fedram_flwr.message_api.availability import AvailabilityStrategy, with_availability
 from fedram_flwr.message_api.partitions import partition_id_query
-from fedram_flwr.message_api.strategy import CoreMessageStrategy, ordered_replies
+from fedram_flwr.message_api.round_guard import ordered_replies
+from fedram_flwr.message_api.strategy import CoreMessageStrategy
 
 __all__ = [
     "AFL",

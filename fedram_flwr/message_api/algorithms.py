@@ -18,11 +18,11 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricReco
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import QFedAvg
 
-from fedram_flwr.message_api.partitions import answer_of, ask_partitions
-from fedram_flwr.message_api.round_guard import take_replies
+from fedram_flwr.message_api.partitions import grid_query
+from fedram_flwr.message_api.round_guard import ordered_replies, take_replies
 from fedram_flwr.message_api.round_view import RoundView
-from fedram_flwr.message_api.strategy import CoreMessageStrategy, EvaluateFn, ordered_replies
-from fedram_flwr.protocol import NUM_EXAMPLES, PARTITION_ID, RECEIVED_LOSS, ClientReply
+from fedram_flwr.message_api.strategy import CoreMessageStrategy, EvaluateFn
+from fedram_flwr.protocol import RECEIVED_LOSS
 from fedram_flwr.strategies.afl import AFLCore
 from fedram_flwr.strategies.amplified_scaffold import AmplifiedScaffoldCore
 from fedram_flwr.strategies.availability_baselines import (
@@ -153,39 +153,31 @@ class FedAWE(CoreMessageStrategy):
     def __init__(self, *, query_timeout: float = 60.0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.query_timeout = query_timeout
-        self.partition_of: dict[int, int] = {}  # node id -> partition id
 
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
         sampled = list(super().configure_train(server_round, arrays, config, grid))
         nodes = [m.metadata.dst_node_id for m in sampled]
-        if isinstance(grid, RoundView):
-            self.partition_of.update(grid.partition_of)
-        unknown = [n for n in nodes if n not in self.partition_of]
-        for reply in ask_partitions(grid, unknown, self.query_timeout):
-            self.partition_of[reply.metadata.src_node_id] = answer_of(reply)[0]
-        if missing := [n for n in nodes if n not in self.partition_of]:
-            raise RuntimeError(
-                f"FedAWE: node(s) {missing} gave no '{PARTITION_ID}' within "
-                f"{self.query_timeout} s (query_timeout); FedAWE sends each node its own "
-                'model: its ClientApp answers app.query("partition_id") (partition_id_query)'
+        if isinstance(grid, RoundView) and set(nodes) <= set(grid.partition_of):
+            pid_of = grid.partition_of
+        else:
+            pid_of = self.partition_ids(grid, nodes, FEDAWE_HINT)
+        keys, models = self.core.starts(self.state, [pid_of[n] for n in nodes])
+        records = {key: ArrayRecord(model) for key, model in models.items()}  # once per round
+        return [
+            Message(
+                RecordDict(
+                    {
+                        self.arrayrecord_key: records[key],
+                        self.configrecord_key: msg.content[self.configrecord_key],
+                    }
+                ),
+                msg.metadata.dst_node_id,
+                MessageType.TRAIN,
             )
-        records: dict[int, ArrayRecord] = {}  # tau -> its record, once per round
-        out = []
-        for msg in sampled:
-            pid = self.partition_of[msg.metadata.dst_node_id]
-            key = int(self.state.tau[pid])
-            if key not in records:
-                records[key] = ArrayRecord(self.core.client_arrays(self.state, pid))
-            content = RecordDict(
-                {
-                    self.arrayrecord_key: records[key],
-                    self.configrecord_key: msg.content[self.configrecord_key],
-                }
-            )
-            out.append(Message(content, msg.metadata.dst_node_id, MessageType.TRAIN))
-        return out
+            for msg, key in zip(sampled, keys)
+        ]
 
 
 class FedAvgIS(CoreMessageStrategy):
@@ -207,11 +199,6 @@ class FedAvgSampled(CoreMessageStrategy):
 
     def pick(self, server_round: int, nodes: list[int], partitions: list[int]) -> list[int]:
         return [nodes[k] for k in self.core.select(len(nodes), server_round)]
-
-    def kept(self, server_round: int, pairs: list[tuple[Message, ClientReply]]) -> list:
-        if self.picked_round == server_round:
-            return pairs
-        return [pairs[k] for k in self.core.select(len(pairs), server_round)]
 
 
 class FedAU(CoreMessageStrategy):
@@ -243,27 +230,15 @@ class DebiasingFedAvg(CoreMessageStrategy):
 
 
 # ------------------------------------------------------- rFedFair, AFL, q-FFL
-def node_properties(
-    grid: Grid, node_ids: Iterable[int], timeout: float, strategy: str
-) -> dict[int, tuple[int, int]]:
-    """{node id: (partition id, m_i)}, asked with the partition-id query
-    (:mod:`~fedram_flwr.message_api.partitions`; the node's handler must be given its
-    ``num_examples``). Waits at most ``timeout`` seconds; a node that does not answer, or
-    answers without m_i, is an error saying what to add."""
-    found: dict[int, tuple[int, int]] = {}
-    for reply in ask_partitions(grid, node_ids, timeout):
-        pid, size = answer_of(reply)
-        if size is not None:
-            found[reply.metadata.src_node_id] = (pid, size)
-    if missing := sorted(set(node_ids) - set(found)):
-        raise RuntimeError(
-            f"{strategy}: node(s) {missing} gave no '{PARTITION_ID}' and '{NUM_EXAMPLES}' "
-            f"within {timeout} s (query_timeout): {strategy} needs each node's partition id "
-            "and training-set size; its ClientApp answers the partition-id query with "
-            'both: app.query("partition_id") calling partition_id_query(msg, context, '
-            "num_examples=len(trainset))"
-        )
-    return found
+FEDAWE_HINT = (
+    "FedAWE sends each node its own model: its ClientApp answers "
+    'app.query("partition_id") (partition_id_query)'
+)
+RFEDFAIR_HINT = (
+    "rFedFair needs each node's partition id and training-set size; its ClientApp "
+    'answers the partition-id query with both: app.query("partition_id") calling '
+    "partition_id_query(msg, context, num_examples=len(trainset))"
+)
 
 
 class RFedFair(CoreMessageStrategy):
@@ -286,46 +261,45 @@ class RFedFair(CoreMessageStrategy):
         self.query_timeout = query_timeout
         self.known: dict[int, tuple[int, int]] = {}  # node id -> (partition id, m_i)
 
-    def shares(self, grid: Grid, nodes: list[int]) -> tuple[dict[int, int], dict[int, float]]:
-        """({node id: partition id} of ``nodes``, {partition id: p_i} over every node known)."""
+    def sizes(self, grid: Grid, nodes: list[int]) -> tuple[dict[int, int], dict[int, int]]:
+        """({node id: partition id} of ``nodes``, {partition id: m_i} of every node known):
+        the availability wrapper's when it has every node's m_i, else from this
+        strategy's partition directory (each node asked once)."""
         if isinstance(grid, RoundView) and set(grid.partition_of.values()) <= set(
             grid.num_examples
         ):
-            sizes = grid.num_examples
-            pids = {n: grid.partition_of[n] for n in nodes}
-        else:
-            every = dict.fromkeys([*grid.get_node_ids(), *nodes])
-            unknown = [n for n in every if n not in self.known]
-            self.known.update(node_properties(grid, unknown, self.query_timeout, "RFedFair"))
-            sizes = dict(self.known.values())
-            pids = {n: self.known[n][0] for n in nodes}
-        m = sum(sizes.values())
-        return pids, dict(sorted((pid, size / m) for pid, size in sizes.items()))
+            return {n: grid.partition_of[n] for n in nodes}, grid.num_examples
+        every = list(dict.fromkeys([*grid.get_node_ids(), *nodes]))
+        placed = self.partition_directory().require(
+            every, grid_query(grid), "RFedFair", RFEDFAIR_HINT, sizes=True
+        )
+        self.known.update({n: (p.partition_id, p.num_examples) for n, p in placed.items()})
+        return {n: self.known[n][0] for n in nodes}, dict(self.known.values())
 
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        sampled = list(super().configure_train(server_round, arrays, config, grid))
+        sampled = {
+            m.metadata.dst_node_id: m
+            for m in super().configure_train(server_round, arrays, config, grid)
+        }
         self.state = self.core.broadcast(self.state, self.broadcast_arrays())
-        pid_of, p = self.shares(grid, [m.metadata.dst_node_id for m in sampled])
-        by_pid = sorted(sampled, key=lambda msg: pid_of[msg.metadata.dst_node_id])
-        pids = [pid_of[msg.metadata.dst_node_id] for msg in by_pid]
-        self.state, configs = self.core.select(self.state, p, pids, server_round)
+        pid_of, sizes = self.sizes(grid, list(sampled))
+        self.state, configs = self.core.fit_configs(self.state, pid_of, sizes, server_round)
         return [
             Message(
                 RecordDict(
                     {
-                        self.arrayrecord_key: msg.content[self.arrayrecord_key],
+                        self.arrayrecord_key: sampled[node].content[self.arrayrecord_key],
                         self.configrecord_key: ConfigRecord(
-                            {**msg.content[self.configrecord_key], **configs[pid]}
+                            {**sampled[node].content[self.configrecord_key], **cfg}
                         ),
                     }
                 ),
-                msg.metadata.dst_node_id,
+                node,
                 MessageType.TRAIN,
             )
-            for msg, pid in zip(by_pid, pids)
-            if pid in configs
+            for node, cfg in configs
         ]
 
     def evaluation_extras(self, server_round: int, evaluate_fn: EvaluateFn) -> dict[str, Any]:

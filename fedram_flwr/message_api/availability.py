@@ -49,8 +49,10 @@ wraps any such strategy, unchanged, in :class:`AvailabilityStrategy`:
   message that :func:`partition_id_query`, registered in the user's ClientApp, answers
   from ``context.node_config["partition-id"]`` (with the node's ``num-examples`` when the
   handler is given it: rFedFair needs m_i). It is the only query the project's
-  strategies send (rFedFair without this wrapper asks it too), written once in
-  :mod:`~fedram_flwr.message_api.partitions`. Every wait is bounded
+  strategies send (FedAWE and rFedFair without this wrapper ask it too), written once in
+  :mod:`~fedram_flwr.message_api.partitions`, and asked through the run's partition
+  directory (:mod:`fedram_flwr.strategies.partitions`): each node once, all new
+  nodes in one message batch. Every wait is bounded
   (``wait_timeout``, ``query_timeout``) and its error says what was expected, what was
   seen and which setting to change.
 """
@@ -71,15 +73,11 @@ from flwr.serverapp.strategy import Strategy
 from fedram_flwr.availability.connected import ConnectedClientManager
 from fedram_flwr.availability.laws import connected_sample
 from fedram_flwr.availability.manager import AvailabilityError, OracleClientManager
-from fedram_flwr.message_api.partitions import (
-    HANDLER_HINT,
-    answer_of,
-    ask_partitions,
-    check_federation_size,
-)
-from fedram_flwr.message_api.round_guard import error_text, guard_round, screen
+from fedram_flwr.message_api.partitions import HANDLER_HINT, check_federation_size, grid_query
+from fedram_flwr.message_api.round_guard import error_text, received, warn
 from fedram_flwr.message_api.round_view import MAX_POLLS, RoundView, minimum_sizes, readdress
-from fedram_flwr.protocol import PARTITION_ID
+from fedram_flwr.strategies.partitions import PartitionDirectory, check_unique
+from fedram_flwr.strategies.round_driver import RoundPolicy, screen_round
 from fedram_flwr.strategies.rounds import (
     DEFAULT_MAX_FAILED_ROUNDS,
     FailedRounds,
@@ -148,11 +146,22 @@ class AvailabilityStrategy(Strategy):
             if not isinstance(value, (int, float)) or isinstance(value, bool) or value < least:
                 sign = ">=" if least == 0 else ">"
                 raise ValueError(f"{name}: {value!r} must be a number of seconds {sign} 0")
-        self.partition_of: dict[int, int] = {}  # node id -> partition id
-        self.num_examples: dict[int, int] = {}  # partition id -> m_i, where nodes report it
+        self.partitions: PartitionDirectory[int] = PartitionDirectory(
+            self.query_timeout, oracle.num_clients
+        )  # node id -> partition id and m_i, each node asked once
         self.relayed: dict[int, list[int]] = {}  # round -> partition ids relayed
         self.connected: dict[int, list[int]] = {}  # round -> partitions connected (connected)
         self._round: tuple[int, list[int]] | None = None  # (round, its node ids)
+
+    @property
+    def partition_of(self) -> dict[int, int]:
+        """Node id -> partition id of every node placed so far."""
+        return self.partitions.partition_of()
+
+    @property
+    def num_examples(self) -> dict[int, int]:
+        """Partition id -> m_i, where nodes report it."""
+        return self.partitions.num_examples()
 
     def __getattr__(self, name: str) -> Any:
         if name == "strategy":  # not set yet (copy, unpickling): no recursion
@@ -226,22 +235,25 @@ class AvailabilityStrategy(Strategy):
             return self.strategy.aggregate_train(server_round, replies)
         replies, name = list(replies), type(self.strategy).__name__
         errors = [m for m in replies if m.has_error()]
-        valid, refused = screen(
-            [m for m in replies if not m.has_error()],
-            lambda m: self.partition_of.get(int(m.metadata.src_node_id)),
-            self.oracle.num_clients,
-            name,
-            server_round,
-        )
-        self.failed_rounds = guard_round(
+        screened = screen_round(
+            [received(m, self._partition_of) for m in replies if not m.has_error()],
+            [error_text(m) for m in errors],
             self.failed_rounds,
-            name,
             server_round,
-            [error_text(m) for m in errors] + refused,
-            len(valid),
-            getattr(self.strategy, "accept_failures", True) is not False,
+            num_clients=self.oracle.num_clients,
+            policy=RoundPolicy(getattr(self.strategy, "accept_failures", True) is not False),
+            strategy=name,
+            warn=warn,
         )
-        return self.strategy.aggregate_train(server_round, valid + errors)
+        self.failed_rounds = screened.guard
+        return self.strategy.aggregate_train(
+            server_round, [r.source for r in screened.taken] + errors
+        )
+
+    def _partition_of(self, message: Message) -> int | None:
+        """Return the partition id of a reply's node (``None``: a node not known)."""
+        placement = self.partitions.placements.get(int(message.metadata.src_node_id))
+        return None if placement is None else placement.partition_id
 
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> Any:
         """Aggregate the round's evaluation replies with the wrapped strategy."""
@@ -363,10 +375,10 @@ class AvailabilityStrategy(Strategy):
         Exactly one node per partition the oracle knows.
         """
         n = self.oracle.num_clients
-        if len(self.partition_of) == n:
+        if len(self.partitions.placements) == n:
             return
         setting = f"one per partition: the oracle knows num_clients = {n}"
-        check_federation_size(grid, n, self.query_timeout)  # fewer for good: fail at once
+        check_federation_size(grid, self.partitions)  # fewer for good: fail at once
         ids = self._wait_for_nodes(grid, n, setting)
         if len(ids) > n:
             raise AvailabilityError(
@@ -374,7 +386,17 @@ class AvailabilityStrategy(Strategy):
                 f"SuperNode per partition (flwr run: --federation-config 'num-supernodes={n}')"
                 " or give the oracle as many clients as there are nodes"
             )
-        self.partition_of = self._ask_partitions(grid, ids, all_must_answer=True)
+        unplaced = self.partitions.learn(ids, grid_query(grid, n))
+        if unplaced.failed:
+            raise next(iter(unplaced.failed.values()))
+        check_unique(self.partitions.partition_of(ids), "node {}".format)
+        if silent := sorted(unplaced.silent):
+            raise AvailabilityError(
+                f"expected answers to the partition-id query from {len(ids)} nodes, saw "
+                f"{len(ids) - len(silent)} within {self.query_timeout:g} s (silent: {silent}); "
+                "raise query_timeout (with_availability(..., query_timeout=...)) or check "
+                f"that these SuperNodes run the ClientApp, and {HANDLER_HINT}"
+            )
 
     def _connected_nodes(self, grid: Grid, *, first: bool) -> dict[int, int]:
         """Map partition id -> node id of the connected nodes (``connected`` oracle).
@@ -392,43 +414,10 @@ class AvailabilityStrategy(Strategy):
             if first
             else sorted({int(i) for i in grid.get_node_ids()})
         )
-        new = [i for i in ids if i not in self.partition_of]
-        if new:
-            self.partition_of.update(self._ask_partitions(grid, new, all_must_answer=False))
-        return {self.partition_of[i]: i for i in ids if i in self.partition_of}
-
-    def _ask_partitions(
-        self, grid: Grid, nodes: list[int], *, all_must_answer: bool
-    ) -> dict[int, int]:
-        """Ask ``nodes`` their partition ids: node id -> partition id.
-
-        One ``"query.partition_id"`` message each (:func:`partition_id_query` answers);
-        checked: an int in 0..num_clients-1, unique among the nodes known. The m_i a
-        node reports join ``num_examples``.
-        """
-        n = self.oracle.num_clients
-        answers: dict[int, int] = {}
-        for reply in ask_partitions(grid, nodes, self.query_timeout):
-            node = int(reply.metadata.src_node_id)
-            pid, size = answer_of(reply, n)
-            twins = [m for m, q in answers.items() if q == pid]
-            if twins and all_must_answer:
-                raise AvailabilityError(
-                    f"nodes {twins[0]} and {node} both report {PARTITION_ID} = {pid}: "
-                    "give every SuperNode its own --node-config partition-id"
-                )
-            answers[node] = pid
-            if size is not None:
-                self.num_examples[pid] = size
-        silent = sorted(set(nodes) - set(answers))
-        if silent and all_must_answer:
-            raise AvailabilityError(
-                f"expected answers to the partition-id query from {len(nodes)} nodes, saw "
-                f"{len(answers)} within {self.query_timeout:g} s (silent: {silent}); raise "
-                "query_timeout (with_availability(..., query_timeout=...)) or check that "
-                f"these SuperNodes run the ClientApp, and {HANDLER_HINT}"
-            )
-        return answers
+        unplaced = self.partitions.learn(ids, grid_query(grid, self.oracle.num_clients))
+        if unplaced.failed:  # a node that is silent is asked again next round
+            raise next(iter(unplaced.failed.values()))
+        return {pid: node for node, pid in self.partitions.partition_of(ids).items()}
 
 
 def with_availability(

@@ -13,9 +13,10 @@ Message API:
   ``server-round`` and the core's ``fit_config`` keys; to evaluate, the model alone
   (theta without t) under the keys of ``start``'s ``initial_arrays``, so a stock Flower
   ``@app.evaluate()`` handler works unchanged;
-- :func:`ordered_replies`: replies as the cores' :class:`~fedram_flwr.protocol.ClientReply`
-  in partition-id order, contract-checked (partition id, the metrics the strategy needs,
-  the same arrays as the broadcast), with errors naming the key, the node and the strategy;
+- :func:`~fedram_flwr.message_api.round_guard.client_reply`: a reply as the cores'
+  :class:`~fedram_flwr.protocol.ClientReply`, contract-checked (partition id, the metrics
+  the strategy needs, the same arrays as the broadcast), with errors naming the key, the
+  node and the strategy;
 - the refusal of replies that are no update (:mod:`~fedram_flwr.message_api.round_guard`:
   a partition id outside 0..N-1 or carried by two replies, NaN or inf; each a failure
   of its node, named in the log), the failure guard (``accept_failures=False``: a round
@@ -55,9 +56,10 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg, Result
 from flwr.supercore import log
 
-from fedram_flwr.message_api.round_guard import take_replies
+from fedram_flwr.message_api.partitions import grid_query
+from fedram_flwr.message_api.round_guard import client_reply, error_text, received, warn
 from fedram_flwr.message_api.round_view import RoundView
-from fedram_flwr.protocol import Arrays, ClientReply, in_partition_order, reply_partition_id
+from fedram_flwr.protocol import Arrays
 from fedram_flwr.strategies.core import Core
 from fedram_flwr.strategies.hyper import (
     core_parameters,
@@ -65,6 +67,8 @@ from fedram_flwr.strategies.hyper import (
     parameters_doc,
     with_parameters_doc,
 )
+from fedram_flwr.strategies.partitions import DEFAULT_QUERY_TIMEOUT, PartitionDirectory
+from fedram_flwr.strategies.round_driver import RoundPolicy, RoundState, drive_round
 from fedram_flwr.strategies.rounds import DEFAULT_MAX_FAILED_ROUNDS, FailedRounds
 
 FLOWER_FEDAVG_ARGS = tuple(p for p in inspect.signature(FedAvg.__init__).parameters if p != "self")
@@ -106,54 +110,6 @@ def metric_values(values: Mapping[str, Any]) -> dict[str, int | float | list]:
     return out
 
 
-def ordered_replies(
-    messages: Iterable[Message],
-    strategy: str,
-    *,
-    weighted_by_key: str,
-    needs_id: bool = True,
-    required_metrics: Iterable[str] = (),
-    broadcast: Arrays | None = None,
-    layout: str = "the model's arrays",
-) -> list[tuple[Message, ClientReply]]:
-    """Error-free reply ``messages`` as (message, :class:`ClientReply`), in partition-id
-    order. Each reply's only ``MetricRecord`` holds its fit metrics (``weighted_by_key``
-    is m_i), its only ``ArrayRecord`` its arrays (decoded when the core asks). Errors
-    name the key, the node and ``strategy``: a missing partition id (when ``needs_id``),
-    a missing metric of ``required_metrics``, arrays that are not shaped like
-    ``broadcast`` (a client returns what it received, updated: ``layout``)."""
-    message_of: dict[int, Message] = {}  # id(reply) -> its message
-    replies = []
-    for message in messages:
-        content, node = message.content, message.metadata.src_node_id
-        metrics = next(iter(content.metric_records.values()))
-        record = next(iter(content.array_records.values()))
-        try:
-            pid = reply_partition_id(metrics, needs_id, strategy)
-        except ValueError as err:
-            raise ValueError(f"{err} (node {node})") from None
-        for key in required_metrics:
-            if key not in metrics:
-                raise ValueError(
-                    f"{strategy}: the reply of node {node} (partition {pid}) has no '{key}' "
-                    f"metric, which {strategy} needs (fedram_flwr.protocol; the project's "
-                    "Message-API client building blocks report it)"
-                )
-        if broadcast is not None:
-            got = [tuple(a.shape) for a in record.values()]
-            want = [tuple(a.shape) for a in broadcast]
-            if got != want:
-                raise ValueError(
-                    f"{strategy}: the reply of node {node} (partition {pid}) has {len(got)} "
-                    f"arrays shaped {got}, the broadcast {len(want)} shaped {want}: a client "
-                    f"returns the arrays it received, updated, in order: {layout}"
-                )
-        reply = ClientReply(pid, int(metrics[weighted_by_key]), metrics, record.to_numpy_ndarrays)
-        message_of[id(reply)] = message
-        replies.append(reply)
-    return [(message_of[id(r)], r) for r in in_partition_order(replies)]
-
-
 # ------------------------------------------------------------------ the base
 class CoreMessageStrategy(FedAvg):
     """An algorithm core as a Flower Message-API strategy (see the module docstring).
@@ -171,6 +127,8 @@ class CoreMessageStrategy(FedAvg):
     picks_among_available: ClassVar[bool] = True  # with_availability's contract
     required_metrics: ClassVar[tuple[str, ...]] = ()  # fit metrics the core reads
     reply_layout: ClassVar[str] = "the model's arrays"
+    query_timeout: float = DEFAULT_QUERY_TIMEOUT  # s: a partition-id question waits at most
+    own_partitions: PartitionDirectory[int] | None = None  # without an availability wrapper
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """The signature ``help()`` and IDEs show: the core's hyper-parameters (required
@@ -255,6 +213,23 @@ class CoreMessageStrategy(FedAvg):
         """The core's diagnostics of the current state (what a recorder logs)."""
         return self.core.diagnostics(self.state)
 
+    # --------------------------------------------------------------- partitions
+    def partition_directory(self) -> PartitionDirectory[int]:
+        """This strategy's own partition directory (made on first use; a question waits
+        at most ``query_timeout`` s), for when no availability wrapper says who is who."""
+        if self.own_partitions is None:
+            self.own_partitions = PartitionDirectory(self.query_timeout)
+        return self.own_partitions
+
+    def partition_ids(self, grid: Grid, nodes: Iterable[int], hint: str) -> dict[int, int]:
+        """Node id -> partition id of ``nodes``, each new one asked once through
+        :meth:`partition_directory`; one that does not answer in time is an error
+        ending with ``hint``."""
+        placed = self.partition_directory().require(
+            nodes, grid_query(grid), type(self).__name__, hint
+        )
+        return {node: p.partition_id for node, p in placed.items()}
+
     # --------------------------------------------------------------- rounds
     def pick(self, server_round: int, nodes: list[int], partitions: list[int]) -> list[int]:
         """The available ``nodes`` (partition ids ``partitions``, in that order) that
@@ -299,47 +274,45 @@ class CoreMessageStrategy(FedAvg):
         nodes = sorted(grid.get_node_ids(), key=grid.partition_of.__getitem__)
         return self._construct_messages(record, nodes, MessageType.EVALUATE)
 
-    def kept(self, server_round: int, pairs: list[tuple[Message, ClientReply]]) -> list:
-        """The replies the core aggregates (all; FedAvg(S) keeps its seeded subset)."""
-        return pairs
-
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        """The refusals, the guard, the order, the elapsed rounds, ``core.aggregate``; the
-        new model (``None`` when it did not move) and Flower's metrics plus the
-        diagnostics."""
+        """The round driver's round (:func:`~fedram_flwr.strategies.round_driver.drive_round`:
+        the refusals, the guard, the order, the kept subset, the elapsed rounds,
+        ``core.aggregate``) on the replies; the new model (``None`` when it did not
+        move) and Flower's metrics plus the diagnostics."""
         valid, errors = self._check_and_log_replies(list(replies), is_train=True)
-        taken, self.failed_rounds = take_replies(
-            self.failed_rounds,
-            type(self).__name__,
+        name = type(self).__name__
+        contract = {
+            "weighted_by_key": self.weighted_by_key,
+            "needs_id": self.needs_partition_id,
+            "required_metrics": self.required_metrics,
+            "broadcast": self.broadcast_arrays(),
+            "layout": self.reply_layout,
+        }
+        result = drive_round(
+            self.core,
+            self.state,
             server_round,
-            valid,
-            errors,
-            self.core.client_count(),
-            self.accept_failures,
+            [received(m) for m in valid],
+            [error_text(m) for m in errors],
+            RoundState(self.failed_rounds, self.last_round),
+            RoundPolicy(self.accept_failures),
+            reply_of=lambda r: client_reply(r.source, name, **contract),
+            strategy=name,
+            chosen_before_training=self.picked_round == server_round,
+            warn=warn,
         )
-        if taken is None:
+        self.failed_rounds, self.last_round = result.rounds.guard, result.rounds.last_round
+        if result.outcome is None:
             return None, None
-        pairs = ordered_replies(
-            taken,
-            type(self).__name__,
-            weighted_by_key=self.weighted_by_key,
-            needs_id=self.needs_partition_id,
-            required_metrics=self.required_metrics,
-            broadcast=self.broadcast_arrays(),
-            layout=self.reply_layout,
-        )
-        pairs = self.kept(server_round, pairs)
-        elapsed, self.last_round = server_round - self.last_round, server_round
-        out = self.core.aggregate(self.state, server_round, [r for _, r in pairs], elapsed)
-        self.state = out.state
+        self.state = result.outcome.state
         metrics = MetricRecord()
-        if pairs:
-            contents = [m.content for m, _ in pairs]
+        if result.kept:
+            contents = [m.content for m, _ in result.kept]
             metrics = self.train_metrics_aggr_fn(contents, self.weighted_by_key)
-        metrics = MetricRecord({**metrics, **metric_values(out.diagnostics)})
-        return (self.model_arrays() if out.aggregated else None), (metrics or None)
+        metrics = MetricRecord({**metrics, **metric_values(result.outcome.diagnostics)})
+        return (self.model_arrays() if result.moved else None), (metrics or None)
 
     # --------------------------------------------------------------- evaluation
     def evaluation_extras(self, server_round: int, evaluate_fn: EvaluateFn) -> dict[str, Any]:
