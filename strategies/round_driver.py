@@ -43,13 +43,18 @@ Warn = Callable[[str], None]
 
 
 def _quiet(line: str) -> None:
-    """A :data:`Warn` that drops the line."""
+    """Drop the line (the default :data:`Warn`)."""
 
 
 @dataclass(frozen=True)
 class RoundPolicy:
-    """How a round treats its replies: ``accept_failures`` (``False``: a round with a
-    failure aggregates nothing).
+    """How a round treats its replies.
+
+    Parameters
+    ----------
+    accept_failures : bool
+        Whether a round with a failure still aggregates its other replies (``False``: it
+        aggregates nothing and every state stays as it was).
     """
 
     accept_failures: bool = True
@@ -57,8 +62,15 @@ class RoundPolicy:
 
 @dataclass(frozen=True)
 class RoundState:
-    """What the round policy carries from one round to the next: the failure guard and
-    the last round that aggregated (0: none yet).
+    """What the round policy carries from one round to the next.
+
+    Parameters
+    ----------
+    guard : FailedRounds
+        The failed-rounds guard (:class:`~fedram_flwr.strategies.rounds.FailedRounds`).
+    last_round : int
+        The last round that aggregated, >= 0 (0: none yet); the core is told the rounds
+        elapsed since.
     """
 
     guard: FailedRounds = field(default_factory=FailedRounds)
@@ -67,9 +79,21 @@ class RoundState:
 
 @dataclass(frozen=True)
 class Received(Generic[T]):
-    """One error-free reply as it arrived: the adapter's object (``source``), who sent it
-    as the log names it (``sender``: "client 7", "node 12"), the partition id it reports
-    (``None``: none), its fit metrics and its arrays, decoded when asked.
+    """One error-free reply as it arrived, before the screen.
+
+    Parameters
+    ----------
+    source : T
+        The adapter's own object (a ``FitRes``, a ``Message``), handed back in
+        :attr:`RoundResult.kept`.
+    sender : str
+        Who sent it, as the log names it ("client 7", "node 12").
+    partition_id : Any
+        The partition id it reports, unchecked (``None``: none).
+    metrics : mapping of str to Any
+        Its fit metrics.
+    decode : callable
+        Returns its arrays (a sequence of np.ndarray), decoded when asked.
     """
 
     source: T
@@ -81,9 +105,16 @@ class Received(Generic[T]):
 
 @dataclass(frozen=True)
 class Screened(Generic[T]):
-    """A round's replies after :func:`screen_round`: the ones an algorithm may aggregate
-    (``taken``), one description per failure (the failures given, then the refusals),
-    and the guard after the round.
+    """A round's replies after :func:`screen_round`.
+
+    Parameters
+    ----------
+    taken : list of Received
+        The replies an algorithm may aggregate, in arrival order.
+    failures : list of str
+        One description per failure: the failures given, then the refusals.
+    guard : FailedRounds
+        The failed-rounds guard after the round.
     """
 
     taken: list[Received[T]]
@@ -91,16 +122,35 @@ class Screened(Generic[T]):
     guard: FailedRounds
 
     def cancelled(self, policy: RoundPolicy) -> bool:
-        """Whether a failure cancels the round (``accept_failures`` off)."""
+        """Tell whether a failure cancels the round (``accept_failures`` off).
+
+        Parameters
+        ----------
+        policy : RoundPolicy
+            The round policy.
+
+        Returns
+        -------
+        bool
+            ``True`` if there was a failure and ``policy.accept_failures`` is off.
+        """
         return bool(self.failures) and not policy.accept_failures
 
 
 @dataclass(frozen=True)
 class RoundResult(Generic[T, S]):
-    """What one round gives: the round policy's state after it, the core's
-    :class:`~fedram_flwr.strategies.core.Outcome` (``None``: the round was cancelled and
-    the core's state stays as it was) and the replies aggregated, in partition-id order,
-    each beside its ``source`` (for Flower's metric aggregation).
+    """What one round gives.
+
+    Parameters
+    ----------
+    rounds : RoundState
+        The round policy's state after the round.
+    outcome : Outcome or None
+        The core's :class:`~fedram_flwr.strategies.core.Outcome` (``None``: the round
+        was cancelled and the core's state stays as it was).
+    kept : list of tuple of (T, ClientReply)
+        The replies aggregated, in partition-id order, each beside its ``source`` (for
+        Flower's metric aggregation).
     """
 
     rounds: RoundState
@@ -124,12 +174,42 @@ def screen_round(
     strategy: str,
     warn: Warn = _quiet,
 ) -> Screened[T]:
-    """The refusals among ``received`` (partition ids checked against
-    0..``num_clients``-1, ``None``: any id >= 0), each warned as ``round r: <strategy>
-    refused <sender>: <why>``, and the guard after the round, whose line (a round that
-    aggregated nothing because clients failed) is warned too. Raises
-    :class:`~fedram_flwr.strategies.rounds.FailedRoundsError` when this round makes
-    ``max_failed_rounds`` such rounds in a row.
+    """Refuse the replies that are no update, and advance the failure guard.
+
+    Each refusal (:func:`~fedram_flwr.strategies.rounds.refusals`) is warned as
+    ``round r: <strategy> refused <sender>: <why>`` and counted as a failure of its
+    sender; the guard's line (a round that aggregated nothing because clients failed) is
+    warned too.
+
+    Parameters
+    ----------
+    received : sequence of Received
+        The round's error-free replies.
+    failures : sequence of str
+        One description per failed client.
+    guard : FailedRounds
+        The failed-rounds guard before the round.
+    server_round : int
+        t, >= 1.
+    num_clients : int or None
+        N, >= 1: partition ids must lie in 0..N-1 (``None``: any id >= 0).
+    policy : RoundPolicy
+        The round policy.
+    strategy : str
+        The strategy's name, for the log.
+    warn : callable
+        Where the warnings go (default: dropped).
+
+    Returns
+    -------
+    Screened
+        The replies taken, every failure, and the guard after the round.
+
+    Raises
+    ------
+    FailedRoundsError
+        When this round makes ``max_failed_rounds`` such rounds in a row
+        (:class:`~fedram_flwr.strategies.rounds.FailedRoundsError`).
     """
     why = refusals(
         [r.partition_id for r in received],
@@ -165,13 +245,51 @@ def drive_round(
     chosen_before_training: bool = True,
     warn: Warn = _quiet,
 ) -> RoundResult[T, S]:
-    """One round of ``core`` (see the module docstring): ``received`` are the round's
-    error-free replies, ``failures`` one description per failed client; ``reply_of``
-    turns a taken reply into a :class:`~fedram_flwr.protocol.ClientReply` (and raises,
-    naming what is missing, for one that breaks the wire contract).
-    ``chosen_before_training``: the adapter chose who trains this round (every reply is
-    kept); otherwise the core's :meth:`~fedram_flwr.strategies.core.Core.kept` subset of
-    the replies is aggregated.
+    """Run one round of ``core`` (see the module docstring).
+
+    :func:`screen_round`; then, unless a failure cancels the round, the taken replies in
+    partition-id order (the kept subset of them when the trainers were not chosen before
+    training) go to ``core.aggregate`` with the rounds elapsed since the last
+    aggregation.
+
+    Parameters
+    ----------
+    core : Core
+        The algorithm's core.
+    core_state : S
+        Its state before the round.
+    server_round : int
+        t, >= 1.
+    received : sequence of Received
+        The round's error-free replies.
+    failures : sequence of str
+        One description per failed client.
+    rounds : RoundState
+        The round policy's state before the round.
+    policy : RoundPolicy
+        The round policy.
+    reply_of : callable
+        Turns a taken reply into a :class:`~fedram_flwr.protocol.ClientReply` (and
+        raises, naming what is missing, for one that breaks the wire contract).
+    strategy : str
+        The strategy's name, for the log.
+    chosen_before_training : bool
+        Whether the adapter chose who trains this round (every reply is kept); otherwise
+        the core's :meth:`~fedram_flwr.strategies.core.Core.kept` subset of the replies
+        is aggregated.
+    warn : callable
+        Where the warnings go (default: dropped).
+
+    Returns
+    -------
+    RoundResult
+        The round policy's state after the round, the core's outcome (``None``:
+        cancelled) and the replies aggregated.
+
+    Raises
+    ------
+    FailedRoundsError
+        When this round makes ``max_failed_rounds`` failed rounds in a row.
     """
     screened = screen_round(
         received,
@@ -195,5 +313,5 @@ def drive_round(
 
 
 def _partition_id(pair: tuple[Any, ClientReply]) -> int:
-    """The sort key of partition-id order (stable: replies without an id, -1, first)."""
+    """Return the sort key of partition-id order (stable: replies without an id, -1, first)."""
     return pair[1].partition_id
