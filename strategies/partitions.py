@@ -1,6 +1,7 @@
-"""Which node is which partition, with how many examples: the partition directory, the
-one service every part of the server asks (the oracles of both Flower APIs, and FedAWE
-and rFedFair, which address nodes by partition id).
+"""The partition directory: which node is which partition, with how many examples.
+
+The one service every part of the server asks (the oracles of both Flower APIs, and
+FedAWE and rFedFair, which address nodes by partition id).
 
 The availability layer owns the run's directory (a legacy oracle's ``partitions``, the
 Message-API availability wrapper's); it is written here, at the strategies' layer, so
@@ -53,8 +54,16 @@ class AvailabilityError(RuntimeError):
 
 @dataclass(frozen=True)
 class Placement:
-    """A node's answer: its partition id, m_i (``None``: not reported) and the
-    federation's size as its node_config says it (``None``: not said).
+    """A node's answer to the partition-id question.
+
+    Parameters
+    ----------
+    partition_id : Any
+        Its partition id, checked by the directory (an integer in 0..N-1).
+    num_examples : int or None
+        m_i, its number of training examples, >= 0 (``None``: not reported).
+    num_partitions : int or None
+        The federation's size N as its node_config says it (``None``: not said).
     """
 
     partition_id: Any
@@ -71,8 +80,14 @@ answer in time is absent."""
 
 @dataclass(frozen=True)
 class Unplaced(Generic[K]):
-    """The nodes one :meth:`PartitionDirectory.learn` could not place: those whose answer
-    is an error (``failed``) and those that did not answer in time (``silent``).
+    """The nodes one :meth:`PartitionDirectory.learn` could not place.
+
+    Parameters
+    ----------
+    failed : dict of K to AvailabilityError
+        Those whose answer is an error, with it.
+    silent : list of K
+        Those that did not answer in time (asked again next time).
     """
 
     failed: dict[K, AvailabilityError]
@@ -80,7 +95,25 @@ class Unplaced(Generic[K]):
 
 
 def check_timeout(value: Any, name: str = "query_timeout") -> float:
-    """``value`` as a timeout: a finite number of seconds > 0, else a ``ValueError``."""
+    """Check ``value`` as a timeout: a finite number of seconds > 0.
+
+    Parameters
+    ----------
+    value : Any
+        The timeout given, in seconds (``bool`` is refused).
+    name : str
+        The argument's name, for the error message.
+
+    Returns
+    -------
+    float
+        ``value`` in seconds, in (0, inf).
+
+    Raises
+    ------
+    ValueError
+        If ``value`` is no finite number > 0.
+    """
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{name}: {value!r} must be a number of seconds > 0")
     if not 0 < value < math.inf:
@@ -91,8 +124,19 @@ def check_timeout(value: Any, name: str = "query_timeout") -> float:
 class PartitionDirectory(Generic[K]):
     """Node -> :class:`Placement`, each node asked once (see the module docstring).
 
-    ``timeout``: seconds one question waits at most; ``num_clients``: N, partition ids
-    must lie in 0..N-1 (``None``: any id >= 0); ``label``: a node as errors name it.
+    Parameters
+    ----------
+    timeout : float, default 60
+        Seconds one question waits at most, in (0, inf).
+    num_clients : int or None
+        N, >= 1: partition ids must lie in 0..N-1 (``None``: any id >= 0).
+    label : callable
+        A node (K) as errors name it (default ``"node <id>"``).
+
+    Raises
+    ------
+    ValueError
+        If ``timeout`` is no finite number > 0.
     """
 
     def __init__(
@@ -111,13 +155,34 @@ class PartitionDirectory(Generic[K]):
         return node in self.placements
 
     def partition_of(self, nodes: Iterable[K] | None = None) -> dict[K, int]:
-        """Node -> partition id of ``nodes`` that are placed (``None``: every node)."""
+        """Map the placed ones of ``nodes`` to their partition ids.
+
+        Parameters
+        ----------
+        nodes : iterable of K or None
+            The nodes asked about (``None``: every placed node).
+
+        Returns
+        -------
+        dict of K to int
+            Node -> partition id; nodes not placed are left out.
+        """
         nodes = self.placements if nodes is None else nodes
         return {n: self.placements[n].partition_id for n in nodes if n in self.placements}
 
     def num_examples(self, nodes: Iterable[K] | None = None) -> dict[int, int]:
-        """Partition id -> m_i of the placed ``nodes`` that reported it (``None``: every
-        node; a partition placed twice, a reconnected node, gives its latest m_i).
+        """Map partition ids to m_i for the placed ``nodes`` that reported it.
+
+        Parameters
+        ----------
+        nodes : iterable of K or None
+            The nodes asked about (``None``: every placed node).
+
+        Returns
+        -------
+        dict of int to int
+            Partition id -> m_i, the number of examples (a partition placed twice, a
+            reconnected node, gives its latest m_i).
         """
         nodes = self.placements if nodes is None else nodes
         return {
@@ -127,11 +192,28 @@ class PartitionDirectory(Generic[K]):
         }
 
     def learn(self, nodes: Iterable[K], ask: Query[K], timeout: float | None = None) -> Unplaced[K]:
-        """Ask the ``nodes`` not placed yet, all at once through ``ask``, waiting at most
-        ``timeout`` s (``None``: the directory's); their answers join the directory.
-        Returns the nodes it could not place (they are asked again next time). Raises
-        :class:`AvailabilityError` for an answer whose partition id is not an integer in
-        0..N-1.
+        """Ask the ``nodes`` not placed yet, all at once; their answers join the directory.
+
+        Parameters
+        ----------
+        nodes : iterable of K
+            The nodes needed; placed ones are not asked again.
+        ask : Query
+            The transport (:data:`Query`).
+        timeout : float or None
+            Seconds to wait at most, > 0 (``None``: the directory's).
+
+        Returns
+        -------
+        Unplaced
+            The nodes it could not place (they are asked again next time).
+
+        Raises
+        ------
+        AvailabilityError
+            For an answer whose partition id is not an integer in 0..N-1.
+        ValueError
+            If ``timeout`` is no finite number > 0.
         """
         new = list(dict.fromkeys(n for n in nodes if n not in self.placements))
         if not new:
@@ -157,10 +239,33 @@ class PartitionDirectory(Generic[K]):
         sizes: bool = False,
         timeout: float | None = None,
     ) -> dict[K, Placement]:
-        """The placement of every one of ``nodes`` (asked if new, waiting at most
-        ``timeout`` s, ``None``: the directory's; with m_i when ``sizes``), or an
-        :class:`AvailabilityError`: the first wrong answer's, else one naming ``asker``,
-        the nodes that gave none in time and ``hint``.
+        """Return the placement of every one of ``nodes``, asking the new ones.
+
+        Parameters
+        ----------
+        nodes : iterable of K
+            The nodes needed.
+        ask : Query
+            The transport (:data:`Query`).
+        asker : str
+            Who needs them (a strategy's or oracle's name), for the error message.
+        hint : str
+            What to change, for the error message.
+        sizes : bool
+            Whether m_i is needed too.
+        timeout : float or None
+            Seconds to wait at most, > 0 (``None``: the directory's).
+
+        Returns
+        -------
+        dict of K to Placement
+            Node -> placement, for every one of ``nodes``.
+
+        Raises
+        ------
+        AvailabilityError
+            The first wrong answer's, else one naming ``asker``, the nodes that gave no
+            partition id (or m_i when ``sizes``) in time, and ``hint``.
         """
         nodes = list(nodes)
         timeout = self.timeout if timeout is None else check_timeout(timeout)
@@ -181,7 +286,7 @@ class PartitionDirectory(Generic[K]):
         return {n: self.placements[n] for n in nodes}
 
     def _checked(self, node: K, answer: Placement) -> Placement:
-        """``answer`` with an integer partition id in 0..N-1, else an error naming it."""
+        """Return ``answer`` if its partition id is an integer in 0..N-1, else raise."""
         pid, n = answer.partition_id, self.num_clients
         bound = math.inf if n is None else n
         if isinstance(pid, bool) or not isinstance(pid, int) or not 0 <= pid < bound:
@@ -195,7 +300,20 @@ class PartitionDirectory(Generic[K]):
 
 
 def check_unique(partition_of: Mapping[K, int], label: Callable[[K], str]) -> None:
-    """An :class:`AvailabilityError` when two nodes report the same partition id."""
+    """Check that no two nodes report the same partition id.
+
+    Parameters
+    ----------
+    partition_of : mapping of K to int
+        Node -> partition id.
+    label : callable
+        A node as the error names it.
+
+    Raises
+    ------
+    AvailabilityError
+        Naming the two nodes, when two report the same partition id.
+    """
     first: dict[int, K] = {}
     for node, pid in partition_of.items():
         if pid in first:
@@ -208,7 +326,21 @@ def check_unique(partition_of: Mapping[K, int], label: Callable[[K], str]) -> No
 
 # ------------------------------------------------------------------ the legacy API
 def properties_placement(cid: str, properties: Mapping[str, Any]) -> Placement | AvailabilityError:
-    """A legacy client's ``get_properties`` answer as its :class:`Placement`."""
+    """Read a legacy client's ``get_properties`` answer as its :class:`Placement`.
+
+    Parameters
+    ----------
+    cid : str
+        The client's Flower id, for the error message.
+    properties : mapping of str to Any
+        Its properties: ``partition-id`` (and ``num-examples``, m_i).
+
+    Returns
+    -------
+    Placement or AvailabilityError
+        The placement (an integral float id becomes an int), or the error, returned not
+        raised, when the answer has no partition id.
+    """
     if PARTITION_ID not in properties:
         return AvailabilityError(f"client {cid} did not report '{PARTITION_ID}' in get_properties")
     pid = properties[PARTITION_ID]
@@ -218,9 +350,23 @@ def properties_placement(cid: str, properties: Mapping[str, Any]) -> Placement |
 
 
 def properties_query(proxies: Iterable[ClientProxy], max_workers: int = 8) -> Query[str]:
-    """The legacy transport over ``proxies``: ``get_properties`` of each asked cid with
-    the directory's timeout, on a pool of ``max_workers`` threads; a call that raises
-    (no answer in time, an error, a lost connection) is that client's failure.
+    """Build the legacy transport (a :data:`Query`) over ``proxies``.
+
+    It calls ``get_properties`` of each asked cid with the directory's timeout, on a pool
+    of ``max_workers`` threads; a call that raises (no answer in time, an error, a lost
+    connection) is that client's failure.
+
+    Parameters
+    ----------
+    proxies : iterable of ClientProxy
+        The clients that may be asked, by cid.
+    max_workers : int
+        Threads at most, >= 1.
+
+    Returns
+    -------
+    Query
+        cids, timeout in s -> cid -> :class:`Placement` or :class:`AvailabilityError`.
     """
     by_cid = {proxy.cid: proxy for proxy in proxies}
 
@@ -244,5 +390,5 @@ def properties_query(proxies: Iterable[ClientProxy], max_workers: int = 8) -> Qu
 
 
 def client_label(cid: str) -> str:
-    """A legacy client as errors name it."""
+    """Name a legacy client as errors do: ``"client <cid>"``."""
     return f"client {cid}"
