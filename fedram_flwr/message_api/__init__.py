@@ -1,5 +1,10 @@
-"""Flower's Message API (``flwr.serverapp``): availability for any strategy, every
-algorithm as a strategy, and the client side of the contract."""
+"""Flower's Message API (``flwr.serverapp``): every algorithm as a strategy.
+
+Also availability for any strategy (:func:`with_availability`), the client side of the
+partition-id contract (:func:`partition_id_query`) and the reply order of a round
+(:func:`ordered_replies`). Each strategy here runs the same core, declared once, as its
+legacy adapter in :mod:`fedram_flwr.strategies`.
+"""
 
 from fedram_flwr.message_api.algorithms import (
     AFL,
