@@ -1,7 +1,8 @@
-"""Message-API replies as the round driver (:mod:`fedram_flwr.strategies.round_driver`)
-takes them, written once for every Message-API face: the project's strategies
-(:class:`~fedram_flwr.message_api.strategy.CoreMessageStrategy`, ``QFFL``) and
-``with_availability`` around any strategy (Flower's own FedAvg included).
+"""Message-API replies as the round driver takes them, once for every Message-API face.
+
+The round driver is :mod:`fedram_flwr.strategies.round_driver`; the faces are the
+project's strategies (:class:`~fedram_flwr.message_api.strategy.CoreMessageStrategy`,
+``QFFL``) and ``with_availability`` around any strategy (Flower's own FedAvg included).
 
 :func:`received` is one error-free reply as a
 :class:`~fedram_flwr.strategies.round_driver.Received`, :func:`error_text` an error reply
@@ -28,7 +29,18 @@ from fedram_flwr.strategies.rounds import FailedRounds
 
 
 def error_text(message: Message) -> str:
-    """An error reply as the log quotes it: its node and Flower's reason."""
+    """Describe an error reply as the log quotes it: its node and Flower's reason.
+
+    Parameters
+    ----------
+    message : Message
+        A reply with ``has_error()``.
+
+    Returns
+    -------
+    str
+        ``"node <src_node_id>: <error reason>"``.
+    """
     return f"node {message.metadata.src_node_id}: {message.error.reason}"
 
 
@@ -37,7 +49,18 @@ def _metrics(message: Message) -> Any:
 
 
 def reported_partition(message: Message) -> Any:
-    """The partition id a reply's metrics carry (``None``: none)."""
+    """Return the partition id a reply's metrics carry, unchecked (``None``: none).
+
+    Parameters
+    ----------
+    message : Message
+        An error-free reply; its first ``MetricRecord`` is read.
+
+    Returns
+    -------
+    Any
+        The value of ``partition-id``, or ``None``.
+    """
     return _metrics(message).get(PARTITION_ID)
 
 
@@ -49,9 +72,22 @@ def _arrays(message: Message) -> Callable[[], list]:
 def received(
     message: Message, partition_of: Callable[[Message], Any] = reported_partition
 ) -> Received[Message]:
-    """An error-free reply as the round driver screens it: its node, the partition id
-    ``partition_of(message)`` (default: the one its metrics report), its only
-    ``MetricRecord`` and its only ``ArrayRecord`` (decoded when asked)."""
+    """Wrap an error-free reply as the round driver screens it.
+
+    Parameters
+    ----------
+    message : Message
+        An error-free reply.
+    partition_of : callable
+        Message -> its partition id (default: the one its metrics report,
+        :func:`reported_partition`).
+
+    Returns
+    -------
+    Received
+        Its node as sender, the partition id, its only ``MetricRecord`` and its only
+        ``ArrayRecord`` (decoded when asked).
+    """
     return Received(
         message,
         f"node {message.metadata.src_node_id}",
@@ -62,7 +98,13 @@ def received(
 
 
 def warn(line: str) -> None:
-    """A round's warning in Flower's log."""
+    """Log a round's warning in Flower's log (level ``WARNING``).
+
+    Parameters
+    ----------
+    line : str
+        The warning, logged as is.
+    """
     log(WARNING, "%s", line)
 
 
@@ -76,12 +118,41 @@ def client_reply(
     broadcast: Arrays | None = None,
     layout: str = "the model's arrays",
 ) -> ClientReply:
-    """An error-free reply ``message`` as a :class:`ClientReply`. Its only ``MetricRecord``
-    holds its fit metrics (``weighted_by_key`` is m_i), its only ``ArrayRecord`` its
-    arrays (decoded when the core asks). Errors name the key, the node and ``strategy``:
-    a missing partition id (when ``needs_id``), a missing metric of
-    ``required_metrics``, arrays that are not shaped like ``broadcast`` (a client returns
-    what it received, updated: ``layout``)."""
+    """Convert an error-free reply ``message`` into a :class:`ClientReply`, checked.
+
+    Its only ``MetricRecord`` holds its fit metrics, its only ``ArrayRecord`` its arrays
+    (decoded when the core asks).
+
+    Parameters
+    ----------
+    message : Message
+        An error-free reply.
+    strategy : str
+        The strategy's name, for the error messages.
+    weighted_by_key : str
+        The metric holding m_i, the client's number of examples (>= 0).
+    needs_id : bool
+        Whether the metrics must carry a partition id.
+    required_metrics : iterable of str
+        Metrics the strategy needs besides.
+    broadcast : Arrays or None
+        The arrays sent this round; the reply's must have their shapes, in order
+        (``None``: not checked).
+    layout : str
+        What the arrays are, for the error message.
+
+    Returns
+    -------
+    ClientReply
+        Partition id, m_i, metrics and a lazy decoder of the arrays.
+
+    Raises
+    ------
+    ValueError
+        Naming the key, the node and ``strategy``: a missing partition id (when
+        ``needs_id``), a missing metric of ``required_metrics``, arrays not shaped like
+        ``broadcast`` (a client returns what it received, updated: ``layout``).
+    """
     content, node = message.content, message.metadata.src_node_id
     metrics = next(iter(content.metric_records.values()))
     record = next(iter(content.array_records.values()))
@@ -111,8 +182,27 @@ def client_reply(
 def ordered_replies(
     messages: Iterable[Message], strategy: str, **contract: Any
 ) -> list[tuple[Message, ClientReply]]:
-    """Error-free reply ``messages`` as (message, :func:`client_reply`), in partition-id
-    order (``contract``: :func:`client_reply`'s keyword arguments)."""
+    """Convert error-free reply ``messages`` into (message, reply) pairs, by partition id.
+
+    Parameters
+    ----------
+    messages : iterable of Message
+        Error-free replies.
+    strategy : str
+        The strategy's name, for the error messages.
+    **contract
+        :func:`client_reply`'s keyword arguments (``weighted_by_key`` required).
+
+    Returns
+    -------
+    list of tuple of (Message, ClientReply)
+        Each message beside its :func:`client_reply`, in partition-id order.
+
+    Raises
+    ------
+    ValueError
+        For a reply that breaks the wire contract (:func:`client_reply`).
+    """
     pairs = [(m, client_reply(m, strategy, **contract)) for m in messages]
     return sorted(pairs, key=lambda pair: pair[1].partition_id)
 
@@ -126,11 +216,40 @@ def take_replies(
     num_clients: int | None,
     accept_failures: bool = True,
 ) -> tuple[list[Message] | None, FailedRounds]:
-    """One round's replies as a strategy that aggregates by itself takes them: the
-    error-free ``valid`` ones screened (partition ids checked against
-    0..``num_clients``-1, None: not checked), the guard advanced over the error and
-    refused ones. Returns (the replies to aggregate, or ``None`` when a failure cancels
-    the round: ``accept_failures`` False; the guard after the round)."""
+    """Screen one round's replies for a strategy that aggregates by itself.
+
+    The error-free ``valid`` ones are screened
+    (:func:`~fedram_flwr.strategies.round_driver.screen_round`), and the guard advanced
+    over the error and refused ones.
+
+    Parameters
+    ----------
+    guard : FailedRounds
+        The failed-rounds guard before the round.
+    strategy : str
+        The strategy's name, for the log.
+    server_round : int
+        t, >= 1.
+    valid : sequence of Message
+        The error-free replies.
+    errors : sequence of Message
+        The error replies.
+    num_clients : int or None
+        N, >= 1: partition ids must lie in 0..N-1 (``None``: any id >= 0).
+    accept_failures : bool
+        Whether a round with a failure still aggregates its other replies.
+
+    Returns
+    -------
+    tuple of (list of Message or None, FailedRounds)
+        The replies to aggregate (``None`` when a failure cancels the round:
+        ``accept_failures`` off), and the guard after the round.
+
+    Raises
+    ------
+    FailedRoundsError
+        When this round makes ``max_failed_rounds`` failed rounds in a row.
+    """
     policy = RoundPolicy(accept_failures)
     screened = screen_round(
         [received(m) for m in valid],
