@@ -65,8 +65,7 @@ class FedAvg(CoreMessageStrategy):
 
 
 class FedCVaRAvg(CoreMessageStrategy):
-    """Fed-CVaR-Avg (Alg. 1); ``evaluate_fn`` sees theta, its metrics gain the global
-    ``t``."""
+    """Fed-CVaR-Avg (Alg. 1); ``evaluate_fn`` sees theta, its metrics gain the global ``t``."""
 
     core_type = FedCVaRAvgCore
     needs_partition_id = False
@@ -143,10 +142,13 @@ class FedAvgAll(CoreMessageStrategy):
 
 
 class FedAWE(CoreMessageStrategy):
-    """FedAWE (Xiang et al. 2024, Alg. 1): ``num_clients``, ``lr``, ``lr_decay``,
-    ``server_lr``. Each node is sent its own x_i^t (``core.client_arrays``), by partition
-    id: the availability wrapper's, else asked once per node with the partition-id query
-    (``query_timeout`` seconds)."""
+    """FedAWE (Xiang et al., NeurIPS 2024, Alg. 1): each node trains from its own x_i^t.
+
+    Each node is sent its own x_i^t (``core.client_arrays``), by partition id: the
+    availability wrapper's, else asked once per node with the partition-id query. Besides
+    the core's hyper-parameters it takes ``query_timeout`` (float, default 60): the
+    seconds, > 0, that the partition-id query waits at most.
+    """
 
     core_type = FedAWECore
 
@@ -157,6 +159,13 @@ class FedAWE(CoreMessageStrategy):
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
+        """Send each of the base's trainers its own x_i^t instead of the broadcast.
+
+        See :meth:`CoreMessageStrategy.configure_train
+        <fedram_flwr.message_api.strategy.CoreMessageStrategy.configure_train>`; the
+        trainers' partition ids come from the availability wrapper, else from the
+        partition-id query (an error naming the silent nodes after ``query_timeout`` s).
+        """
         sampled = list(super().configure_train(server_round, arrays, config, grid))
         nodes = [m.metadata.dst_node_id for m in sampled]
         if isinstance(grid, RoundView) and set(nodes) <= set(grid.partition_of):
@@ -193,11 +202,17 @@ class FedAvgSampled(CoreMessageStrategy):
     nodes (in partition order) before training, as the legacy class does: only they
     train. Without one the server knows partition ids only from the replies, so the
     subset is taken among the replies (the same subset when every sampled node
-    answers; the nodes left out train too and their update is discarded)."""
+    answers; the nodes left out train too and their update is discarded).
+    """
 
     core_type = FedAvgSampledCore
 
     def pick(self, server_round: int, nodes: list[int], partitions: list[int]) -> list[int]:
+        """Keep the seeded subset of at most S of the available ``nodes`` (the core's draw).
+
+        See :meth:`CoreMessageStrategy.pick
+        <fedram_flwr.message_api.strategy.CoreMessageStrategy.pick>`.
+        """
         return [nodes[k] for k in self.core.select(len(nodes), server_round)]
 
 
@@ -215,16 +230,14 @@ class Scaffold(CoreMessageStrategy):
 
 
 class AmplifiedScaffold(CoreMessageStrategy):
-    """Amplified SCAFFOLD (Crawshaw and Liu 2024): ``num_clients``, ``lr``, ``lr_decay``,
-    ``period``, ``amplification``; ``evaluate_fn`` sees x."""
+    """Amplified SCAFFOLD (Crawshaw and Liu 2024); ``evaluate_fn`` sees x."""
 
     core_type = AmplifiedScaffoldCore
     reply_layout = "(y_i, D_i): the model's arrays, then the control's (join_model_control)"
 
 
 class DebiasingFedAvg(CoreMessageStrategy):
-    """Debiasing FedAvg (Sun et al. 2025): ``num_clients``, ``lr``, ``lr_decay``,
-    ``known_p`` (pi_R, or None: estimated), ``server_lr``."""
+    """Debiasing FedAvg (Sun et al. 2025); pi_R known (``known_p``) or estimated."""
 
     core_type = DebiasingFedAvgCore
 
@@ -242,8 +255,7 @@ RFEDFAIR_HINT = (
 
 
 class RFedFair(CoreMessageStrategy):
-    """rFedFair (RC-FL Alg. 1): ``alpha``, ``mu``, ``lr_eta``, ``eta_init``,
-    ``clients_per_round``, ``seed``; ``query_timeout`` bounds the partition-id query.
+    """rFedFair (RC-FL Alg. 1): the server chooses who trains and sends each its config.
 
     As the legacy class, the server chooses Z among the available nodes (under an
     availability wrapper: the oracle's; else Flower's sample) and sends each its own
@@ -251,7 +263,9 @@ class RFedFair(CoreMessageStrategy):
     m_i / m over every node known, from the partition-id query's ``num-examples``
     (the wrapper's answers when it has every node's, else asked once per node).
     ``evaluate_fn`` sees omega; its metrics gain ``eta`` and the ``avg-`` metrics of
-    omega_tilde_T."""
+    omega_tilde_T. Besides the core's hyper-parameters it takes ``query_timeout``
+    (float, default 60): the seconds, > 0, that the partition-id query waits at most.
+    """
 
     core_type = RFedFairCore
     reply_layout = "(omega, eta): omega's arrays, then eta as a 1-element array (join_theta_t)"
@@ -262,9 +276,30 @@ class RFedFair(CoreMessageStrategy):
         self.known: dict[int, tuple[int, int]] = {}  # node id -> (partition id, m_i)
 
     def sizes(self, grid: Grid, nodes: list[int]) -> tuple[dict[int, int], dict[int, int]]:
-        """({node id: partition id} of ``nodes``, {partition id: m_i} of every node known):
-        the availability wrapper's when it has every node's m_i, else from this
-        strategy's partition directory (each node asked once)."""
+        """Return the partition ids of ``nodes`` and m_i of every node known.
+
+        The availability wrapper's when it has every node's m_i, else from this
+        strategy's partition directory (each node asked once).
+
+        Parameters
+        ----------
+        grid : Grid
+            The grid (or an availability wrapper's view of it).
+        nodes : list of int
+            The sampled node ids.
+
+        Returns
+        -------
+        tuple of (dict of int to int, dict of int to int)
+            {node id: partition id} of ``nodes``, and {partition id: m_i} of every node
+            known (m_i: its number of training examples).
+
+        Raises
+        ------
+        AvailabilityError
+            If a node answers wrongly, or gives no partition id and m_i within
+            ``query_timeout`` s (:data:`RFEDFAIR_HINT` says what to change).
+        """
         if isinstance(grid, RoundView) and set(grid.partition_of.values()) <= set(
             grid.num_examples
         ):
@@ -279,6 +314,13 @@ class RFedFair(CoreMessageStrategy):
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
+        """Choose Z among the base's sample and send each its own config.
+
+        See :meth:`CoreMessageStrategy.configure_train
+        <fedram_flwr.message_api.strategy.CoreMessageStrategy.configure_train>`; the core
+        chooses Z and writes each one's ``rcfl-alpha``, ``rcfl-p``, ``rcfl-mu`` and
+        ``lr-eta`` (p_i = m_i / m, from :meth:`sizes`); only Z trains.
+        """
         sampled = {
             m.metadata.dst_node_id: m
             for m in super().configure_train(server_round, arrays, config, grid)
@@ -303,6 +345,11 @@ class RFedFair(CoreMessageStrategy):
         ]
 
     def evaluation_extras(self, server_round: int, evaluate_fn: EvaluateFn) -> dict[str, Any]:
+        """Add to the base's extras ``evaluate_fn``'s metrics of omega_tilde_T, as ``avg-``.
+
+        See :meth:`CoreMessageStrategy.evaluation_extras
+        <fedram_flwr.message_api.strategy.CoreMessageStrategy.evaluation_extras>`.
+        """
         extras = super().evaluation_extras(server_round, evaluate_fn)
         averaged = self.core.averaged_omega(self.state)
         if averaged is not None and (avg := evaluate_fn(server_round, self.as_model(averaged))):
@@ -318,16 +365,39 @@ class AFL(CoreMessageStrategy):
 
 
 class QFFL(QFedAvg):
-    """q-FFL (Li et al. 2020) as Flower's Message-API ``QFedAvg``, unchanged in its math
-    and arguments (``client_learning_rate``, ``q``, ...). Flower's Message-API QFedAvg
-    reads each client's own loss from its reply (``train_loss_key``), so the legacy
-    ``QFedAvg``'s defect that :mod:`fedram_flwr.strategies.qffl` fixes (one server loss
-    for every client) is not there. Added: ``train_loss_key`` defaults to
-    ``received-loss`` (F_k(w_t), the loss at the received model, as Li et al.; Flower's
-    default ``train_loss`` would be a loss during training), replies are aggregated in
-    partition-id order (sums reproducible across engines), replies with a bad or
-    duplicated partition id or NaN / inf refused, ``accept_failures`` and
-    ``max_failed_rounds`` (:mod:`~fedram_flwr.message_api.round_guard`)."""
+    """q-FFL (Li et al., ICLR 2020) as Flower's Message-API ``QFedAvg``.
+
+    Unchanged in its math (the q-FedAvg step, their Algorithm 3, with
+    L = 1 / ``client_learning_rate``):
+
+        Delta_k = F_k^q(w_t) L (w_t - w_k),
+        h_k = q F_k^{q-1}(w_t) ||L (w_t - w_k)||^2 + L F_k^q(w_t),
+        w_{t+1} = w_t - sum_k Delta_k / sum_k h_k.
+
+    Flower's Message-API QFedAvg reads each client's own loss from its reply
+    (``train_loss_key``), so the legacy ``QFedAvg``'s defect that
+    :mod:`fedram_flwr.strategies.qffl` fixes (one server loss for every client) is not
+    there. Added: ``train_loss_key`` defaults to ``received-loss``, replies are
+    aggregated in partition-id order (sums reproducible across engines), replies with a
+    bad or duplicated partition id or NaN / inf are refused, and the failure guard
+    (:mod:`~fedram_flwr.message_api.round_guard`).
+
+    Parameters
+    ----------
+    client_learning_rate : float
+        The clients' learning rate, > 0; L = 1 / it.
+    train_loss_key : str, default "received-loss"
+        The reply metric holding F_k(w_t), the loss at the received model, as Li et al.
+        (Flower's default ``train_loss`` would be a loss during training).
+    accept_failures : bool, default True
+        ``False``: a round with an error reply aggregates nothing and the model stays.
+    max_failed_rounds : int, default 3
+        Rounds in a row that aggregate nothing because clients failed before the run
+        stops (:class:`~fedram_flwr.strategies.rounds.FailedRoundsError`), >= 1.
+    **qfedavg_kwargs
+        Flower Message-API ``QFedAvg``'s other arguments (``q``, q >= 0, default 0.1;
+        ``fraction_train``, ``weighted_by_key``, ...).
+    """
 
     def __init__(
         self,
@@ -349,6 +419,30 @@ class QFFL(QFedAvg):
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        """Screen the replies and run Flower's q-FedAvg step on them, by partition id.
+
+        Parameters
+        ----------
+        server_round : int
+            t, >= 1.
+        replies : iterable of Message
+            The round's replies, error replies included.
+
+        Returns
+        -------
+        tuple of (ArrayRecord or None, MetricRecord or None)
+            Flower's ``QFedAvg.aggregate_train`` result; ``(None, None)`` when a failure
+            cancels the round (``accept_failures`` off).
+
+        Raises
+        ------
+        ValueError
+            For a reply without a partition id or ``train_loss_key``
+            (:func:`~fedram_flwr.message_api.round_guard.ordered_replies`).
+        FailedRoundsError
+            After ``max_failed_rounds`` rounds in a row that aggregated nothing because
+            clients failed.
+        """
         replies = list(replies)
         errors = [m for m in replies if m.has_error()]
         taken, self.failed_rounds = take_replies(
