@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
 import numpy as np
-from flwr.client import NumPyClient
 from flwr.common import NDArrays
 from flwr.server.strategy import Strategy
 from flwr.serverapp.strategy import Strategy as MessageStrategy
@@ -114,7 +113,7 @@ class AlgorithmSpec(Generic[AP]):
     """One algorithm: ``strategy`` its legacy server (a
     :class:`~fedram_flwr.strategies.base.CoreStrategy` over its core),
     ``message_strategy`` its Message-API server (:mod:`fedram_flwr.message_api.algorithms`,
-    same core), ``client`` each client; ``reads_hidden`` the hidden oracle parameters it
+    same core); ``reads_hidden`` the hidden oracle parameters it
     reads when ``params.oracle_informed``. ``params``, the dataclass of its
     ``algorithm.params``, is derived from the core's declarations
     (:func:`~fedram_flwr.registry.params.params_for`) over ``scenario`` (what a scenario
@@ -125,7 +124,6 @@ class AlgorithmSpec(Generic[AP]):
     name: str
     strategy: type[Strategy]
     message_strategy: type[MessageStrategy]
-    client: type[NumPyClient]
     reads_hidden: frozenset[Hidden] = frozenset()
     scenario: type[AlgorithmParams] = AlgorithmParams
     params: type[AP] = None  # type: ignore[assignment]  # derived when not given
