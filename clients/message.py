@@ -402,9 +402,19 @@ def objective_for(client: type[ERMClient]) -> Objective:
 
 
 def objective_of(algorithm: str) -> Objective:
-    """The objective that answers the strategy of ``algorithm`` (a scenario's
-    ``algorithm.name``): the one whose ``algorithms`` name it, else plain local SGD
-    (:data:`train_erm`: FedAvg and every algorithm whose server alone differs)."""
+    """Find the objective that answers the strategy of ``algorithm``.
+
+    Parameters
+    ----------
+    algorithm : str
+        A scenario's ``algorithm.name``.
+
+    Returns
+    -------
+    Objective
+        The one whose ``algorithms`` name it, else plain local SGD (:data:`train_erm`:
+        FedAvg and every algorithm whose server alone differs).
+    """
     named = [objective for objective in OBJECTIVES if algorithm in objective.algorithms]
     return named[0] if named else train_erm
 

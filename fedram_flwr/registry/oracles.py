@@ -46,7 +46,7 @@ from fedram_flwr.registry.observed import (
     build_connected,
     build_trace,
 )
-from fedram_flwr.registry.specs import Hidden, OracleParams, OracleSpec
+from fedram_flwr.registry.oracle_spec import Hidden, OracleParams, OracleSpec
 from fedram_flwr.rng import stream
 from fedram_flwr.schema import build_dataclass, check_range
 
