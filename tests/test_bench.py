@@ -89,8 +89,12 @@ def test_clientapp_cpu_bench_reads_a_process_cpu_and_finds_it_by_name() -> None:
     bench = load_bench("clientapp_cpu")
     assert 0 < bench.process_cpu(os.getpid()) <= time.process_time() + 1
     marker = "sys.stdin.read()  # clientapp-cpu-bench"
-    child = subprocess.Popen([sys.executable, "-c", f"import sys; {marker}"], stdin=subprocess.PIPE)
+    code = f"import sys; print('ready', flush=True); {marker}"
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
+        assert child.stdout.readline() == "ready\n"
         assert bench.clientapp_pids(marker.encode()) == [child.pid]
     finally:
         child.communicate()
