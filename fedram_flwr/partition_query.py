@@ -1,6 +1,8 @@
-"""The node's half of the partition-id contract (the server's half, which sends the query
-and reads the replies, is :mod:`fedram_flwr.message_api.partitions`): the query's name,
-its reply's record, and the one client handler that answers it.
+"""The node's half of the partition-id contract: the query, its reply and its handler.
+
+The query's name, its reply's record, and the one client handler that answers it; the
+server's half, which sends the query and reads the replies, is
+:mod:`fedram_flwr.message_api.partitions`.
 
 Oracles and the algorithms' per-client state know clients by partition id; Flower names
 nodes by random node ids. The server sends a ``"query.partition_id"`` message
@@ -28,17 +30,32 @@ NUM_PARTITIONS = "num-partitions"  # node_config: the federation's node count, w
 def partition_id_query(
     msg: Message, context: Context, *, num_examples: int | None = None
 ) -> Message:
-    """Client side of the partition-id contract: answer the server's
-    ``"query.partition_id"`` message with ``ConfigRecord({"partition-id": K})`` from
-    ``context.node_config`` (set by the Simulation Engine, and by ``flower-supernode
-    --node-config "partition-id=K num-partitions=N"``), its ``num-partitions`` where set
+    """Answer the server's ``"query.partition_id"`` message (the client side of the contract).
+
+    The reply is ``ConfigRecord({"partition-id": K})`` from ``context.node_config`` (set by
+    the Simulation Engine, and by ``flower-supernode --node-config "partition-id=K
+    num-partitions=N"``), with its ``num-partitions`` where set
     (:func:`~fedram_flwr.message_api.partitions.check_federation_size` reads it), and
-    ``"num-examples"`` (m_i, the training-set size) when given: strategies that weigh
-    nodes before training (rFedFair's p_i = m_i / m) need it; register then a handler
-    that passes it, e.g.
-    ``partition_id_query(msg, context, num_examples=len(trainset))``. A node without
-    ``partition-id`` answers with the keys it has, and the server stops with an error that
-    says what to add."""
+    ``"num-examples"`` (m_i, the training-set size) when given: strategies that weigh nodes
+    before training (rFedFair's p_i = m_i / m) need it; register then a handler that passes
+    it, e.g. ``partition_id_query(msg, context, num_examples=len(trainset))``. A node
+    without ``partition-id`` answers with the keys it has, and the server stops with an
+    error that says what to add.
+
+    Parameters
+    ----------
+    msg : Message
+        The server's query.
+    context : Context
+        The node's context (its ``node_config``).
+    num_examples : int, optional
+        m_i, the node's number of training examples.
+
+    Returns
+    -------
+    Message
+        The reply, a ``ConfigRecord`` named ``"partition"``.
+    """
     config = context.node_config
     if PARTITION_ID in config:
         record = ConfigRecord({PARTITION_ID: config[PARTITION_ID]})

@@ -146,6 +146,7 @@ LAYERS = (
     "fedram_flwr.flower_line",
     "fedram_flwr.protocol",
     "fedram_flwr.partition_query",
+    "fedram_flwr.partition_directory",
     "fedram_flwr.objectives",
     "fedram_flwr.rng",
     "fedram_flwr.schema",

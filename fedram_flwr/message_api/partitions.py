@@ -3,7 +3,7 @@ Message-API strategies send to learn who a node is (the node's half, the query's
 the handler :func:`partition_id_query` that answers it, is
 :mod:`fedram_flwr.partition_query`, which a ClientApp imports without the server side).
 :func:`grid_query` is the server's side: the transport of the
-partition directory (:mod:`fedram_flwr.strategies.partitions`), which asks each node
+partition directory (:mod:`fedram_flwr.partition_directory`), which asks each node
 once, all new nodes in one ``send_and_receive`` with a timeout; :func:`placement_of`
 reads a reply and names what is missing. The availability wrapper
 (:mod:`~fedram_flwr.message_api.availability`) keeps one directory for the run; FedAWE
@@ -17,6 +17,12 @@ from collections.abc import Iterable, Sequence
 from flwr.app import ConfigRecord, Message, RecordDict
 from flwr.serverapp import Grid
 
+from fedram_flwr.partition_directory import (
+    AvailabilityError,
+    PartitionDirectory,
+    Placement,
+    Query,
+)
 from fedram_flwr.partition_query import (
     NODE_CONFIG_KEYS,
     NUM_PARTITIONS,
@@ -26,12 +32,6 @@ from fedram_flwr.partition_query import (
     partition_id_query,
 )
 from fedram_flwr.protocol import NUM_EXAMPLES, PARTITION_ID
-from fedram_flwr.strategies.partitions import (
-    AvailabilityError,
-    PartitionDirectory,
-    Placement,
-    Query,
-)
 
 __all__ = [
     "NODE_CONFIG_KEYS",
@@ -64,7 +64,7 @@ def ask_partitions(grid: Grid, nodes: Iterable[int], timeout: float) -> list[Mes
 
 def placement_of(reply: Message, num_clients: int | None = None) -> Placement | AvailabilityError:
     """A reply to the partition-id query as the node's
-    :class:`~fedram_flwr.strategies.partitions.Placement`, or the
+    :class:`~fedram_flwr.partition_directory.Placement`, or the
     :class:`AvailabilityError` that says what to add (for a federation of
     ``num_clients``, when known) when the node could not answer or has no
     ``partition-id`` (the directory checks the id's range)."""
