@@ -21,7 +21,7 @@ from fedram_flwr.clients.message import (
 from fedram_flwr.clients.rc_fl import RCFLClient
 from fedram_flwr.clients.scaffold import AmplifiedScaffoldClient, ScaffoldClient
 from fedram_flwr.clients.wire import partition_id
-from fedram_flwr.message_api.partitions import partition_id_query
+from fedram_flwr.partition_query import partition_id_query
 
 __all__ = [
     "AmplifiedScaffoldClient",

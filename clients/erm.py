@@ -73,7 +73,7 @@ class ERMClient(NumPyClient):
         the received weights first).
     x, y : np.ndarray or torch.Tensor
         The client's inputs and labels: arrays, or tensors already on the model's device
-        (:meth:`~fedram_flwr.experiment.Experiment.client_data`).
+        (:meth:`~fedram_flwr.node.NodeExperiment.client_data`).
     lr : float
         Default step size, > 0.
     local_epochs : int

@@ -98,6 +98,10 @@ class Objective:
     metrics : tuple of str
         The reply metrics its strategy reads beyond ``num-examples``, ``partition-id``
         and ``train-loss``.
+    algorithms : tuple of str
+        The scenario names (``algorithm.name``) whose strategies it answers
+        (:func:`objective_of`: the project's ClientApp finds its objective there,
+        without the registry).
     """
 
     block: str
@@ -107,6 +111,7 @@ class Objective:
     config_keys: tuple[str, ...] = ()
     metrics: tuple[str, ...] = ()
     optional_keys: tuple[str, ...] = ()
+    algorithms: tuple[str, ...] = ()
 
     def __call__(
         self,
@@ -348,6 +353,7 @@ train_cvar = Objective(
     WITH_THRESHOLD,
     (CVAR_ALPHA, CVAR_GAMMA, LR_T),
     (THRESHOLD_T,),
+    algorithms=("fed-cvar-avg",),
 )
 train_rcfl = Objective(
     "train_rcfl",
@@ -356,14 +362,18 @@ train_rcfl = Objective(
     WITH_THRESHOLD,
     (RCFL_ALPHA, RCFL_P, RCFL_MU, LR_ETA),
     (THRESHOLD_ETA,),
+    algorithms=("rfedfair",),
 )
-train_scaffold = Objective("train_scaffold", "SCAFFOLD", ScaffoldClient, WITH_CONTROL)
+train_scaffold = Objective(
+    "train_scaffold", "SCAFFOLD", ScaffoldClient, WITH_CONTROL, algorithms=("scaffold",)
+)
 train_amplified_scaffold = Objective(
     "train_amplified_scaffold",
     "Amplified SCAFFOLD",
     AmplifiedScaffoldClient,
     WITH_CONTROL,
     (PERIOD,),
+    algorithms=("amplified-scaffold",),
 )
 train_ca_fed = Objective(
     "train_ca_fed",
@@ -371,6 +381,7 @@ train_ca_fed = Objective(
     CAFedClient,
     metrics=(RECEIVED_LOSS,),
     optional_keys=(REPORT_LOCAL_OPTIMUM,),
+    algorithms=("ca-fed", "afl", "qffl"),
 )
 OBJECTIVES = (
     train_erm,
@@ -388,6 +399,24 @@ def objective_for(client: type[ERMClient]) -> Objective:
         if objective.client is client:
             return objective
     raise ValueError(f"no Message-API block for {client.__name__}")
+
+
+def objective_of(algorithm: str) -> Objective:
+    """Find the objective that answers the strategy of ``algorithm``.
+
+    Parameters
+    ----------
+    algorithm : str
+        A scenario's ``algorithm.name``.
+
+    Returns
+    -------
+    Objective
+        The one whose ``algorithms`` name it, else plain local SGD (:data:`train_erm`:
+        FedAvg and every algorithm whose server alone differs).
+    """
+    named = [objective for objective in OBJECTIVES if algorithm in objective.algorithms]
+    return named[0] if named else train_erm
 
 
 def evaluate(

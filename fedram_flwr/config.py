@@ -20,7 +20,7 @@ engines (whose processes run in other folders) name the files the in-process eng
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -494,3 +494,29 @@ def parse_scenario(raw: Mapping[str, Any]) -> Scenario:
     """The schema half of :func:`fedram_flwr.registry.scenario_from_dict`: types, ranges
     and keys of every section, not the registered ``params``."""
     return build_dataclass(Scenario, raw, "")
+
+
+Check = Callable[[Scenario], Scenario]
+"""A check of a parsed scenario that returns it or raises :class:`ScenarioError`."""
+
+
+def parse_scenario_file(path: str | Path, check: Check | None = None) -> Scenario:
+    """Read and parse a scenario YAML file, then ``check`` it (the registry's ``validate``,
+    in :func:`fedram_flwr.registry.load_scenario`; none on a node, which reads the file its
+    server validated); errors name the file and the field."""
+    raw = read_scenario_file(path)
+    try:
+        scenario = parse_scenario(raw)
+        return scenario if check is None else check(scenario)
+    except ScenarioError as err:
+        raise ScenarioError(f"{path}: {err}") from None
+
+
+def parse_with_overrides(
+    scenario: Scenario, overrides: Mapping[str, Any], check: Check | None = None
+) -> Scenario:
+    """A copy of ``scenario`` with dotted-path overrides (``algorithm.params.alpha``, or
+    its short form ``algorithm.alpha``), parsed, then ``check``-ed (as
+    :func:`parse_scenario_file`)."""
+    changed = parse_scenario(apply_overrides(scenario.to_dict(), overrides))
+    return changed if check is None else check(changed)

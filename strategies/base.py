@@ -39,6 +39,13 @@ from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import FedAvg as FlowerFedAvg
 
+from fedram_flwr.partition_directory import (
+    DEFAULT_QUERY_TIMEOUT,
+    PartitionDirectory,
+    Placement,
+    client_label,
+    properties_query,
+)
 from fedram_flwr.protocol import (
     NUM_EXAMPLES,
     PARTITION_ID,
@@ -53,13 +60,6 @@ from fedram_flwr.strategies.hyper import (
     make_core,
     parameters_doc,
     with_parameters_doc,
-)
-from fedram_flwr.strategies.partitions import (
-    DEFAULT_QUERY_TIMEOUT,
-    PartitionDirectory,
-    Placement,
-    client_label,
-    properties_query,
 )
 from fedram_flwr.strategies.round_driver import Received, RoundPolicy, RoundState, drive_round
 from fedram_flwr.strategies.rounds import DEFAULT_MAX_FAILED_ROUNDS, FailedRounds
@@ -473,14 +473,14 @@ class CoreStrategy(ReplyAggregation, FlowerFedAvg):
         Returns
         -------
         dict of str to Placement
-            cid -> :class:`~fedram_flwr.strategies.partitions.Placement`.
+            cid -> :class:`~fedram_flwr.partition_directory.Placement`.
 
         Raises
         ------
         AvailabilityError
             If a new client answers wrongly, or gives no partition id (and m_i when
             ``sizes``) within ``query_timeout`` s
-            (:class:`~fedram_flwr.strategies.partitions.AvailabilityError`).
+            (:class:`~fedram_flwr.partition_directory.AvailabilityError`).
         """
         directory = getattr(client_manager, "partitions", None)
         if not isinstance(directory, PartitionDirectory):

@@ -51,7 +51,7 @@ wraps any such strategy, unchanged, in :class:`AvailabilityStrategy`:
   handler is given it: rFedFair needs m_i). It is the only query the project's
   strategies send (FedAWE and rFedFair without this wrapper ask it too), written once in
   :mod:`~fedram_flwr.message_api.partitions`, and asked through the run's partition
-  directory (:mod:`fedram_flwr.strategies.partitions`): each node once, all new
+  directory (:mod:`fedram_flwr.partition_directory`): each node once, all new
   nodes in one message batch. Every wait is bounded
   (``wait_timeout``, ``query_timeout``) and its error says what was expected, what was
   seen and which setting to change.
@@ -76,7 +76,7 @@ from fedram_flwr.availability.manager import AvailabilityError, OracleClientMana
 from fedram_flwr.message_api.partitions import HANDLER_HINT, check_federation_size, grid_query
 from fedram_flwr.message_api.round_guard import error_text, received, warn
 from fedram_flwr.message_api.round_view import MAX_POLLS, RoundView, minimum_sizes, readdress
-from fedram_flwr.strategies.partitions import PartitionDirectory, check_unique
+from fedram_flwr.partition_directory import PartitionDirectory, check_unique
 from fedram_flwr.strategies.round_driver import RoundPolicy, screen_round
 from fedram_flwr.strategies.rounds import (
     DEFAULT_MAX_FAILED_ROUNDS,

@@ -1,16 +1,9 @@
 """The partition-id contract of the Message API, written once: the one query the project's
-Message-API strategies send to learn who a node is, and the one client handler that
-answers it.
-
-Oracles and the algorithms' per-client state know clients by partition id; Flower names
-nodes by random node ids. The server sends a ``"query.partition_id"`` message
-(:data:`PARTITION_QUERY`, with no content) to a node; the node's ClientApp answers it with
-:func:`partition_id_query`, registered as ``app.query("partition_id")(partition_id_query)``:
-a ``ConfigRecord`` named ``"partition"`` holding ``partition-id`` (the node's
-``context.node_config["partition-id"]``, which the Simulation Engine and ``flower-supernode
---node-config`` set) and, where the handler is given it, ``num-examples`` (m_i: rFedFair's
-p_i = m_i / m). :func:`grid_query` is the server's side: the transport of the
-partition directory (:mod:`fedram_flwr.strategies.partitions`), which asks each node
+Message-API strategies send to learn who a node is (the node's half, the query's name and
+the handler :func:`partition_id_query` that answers it, is
+:mod:`fedram_flwr.partition_query`, which a ClientApp imports without the server side).
+:func:`grid_query` is the server's side: the transport of the
+partition directory (:mod:`fedram_flwr.partition_directory`), which asks each node
 once, all new nodes in one ``send_and_receive`` with a timeout; :func:`placement_of`
 reads a reply and names what is missing. The availability wrapper
 (:mod:`~fedram_flwr.message_api.availability`) keeps one directory for the run; FedAWE
@@ -21,52 +14,43 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
+from flwr.app import ConfigRecord, Message, RecordDict
 from flwr.serverapp import Grid
 
-from fedram_flwr.protocol import NUM_EXAMPLES, PARTITION_ID
-from fedram_flwr.strategies.partitions import (
+from fedram_flwr.partition_directory import (
     AvailabilityError,
     PartitionDirectory,
     Placement,
     Query,
 )
+from fedram_flwr.partition_query import (
+    NODE_CONFIG_KEYS,
+    NUM_PARTITIONS,
+    PARTITION_ACTION,
+    PARTITION_QUERY,
+    PARTITION_RECORD,
+    partition_id_query,
+)
+from fedram_flwr.protocol import NUM_EXAMPLES, PARTITION_ID
 
-PARTITION_ACTION = "partition_id"
-PARTITION_QUERY = f"{MessageType.QUERY}.{PARTITION_ACTION}"  # the query's message type
-PARTITION_RECORD = "partition"  # the reply's ConfigRecord
-NODE_CONFIG_KEYS = "node-config-keys"  # in the reply when partition-id is missing
-NUM_PARTITIONS = "num-partitions"  # node_config: the federation's node count, where set
+__all__ = [
+    "NODE_CONFIG_KEYS",
+    "NUM_PARTITIONS",
+    "PARTITION_ACTION",
+    "PARTITION_QUERY",
+    "PARTITION_RECORD",
+    "ask_partitions",
+    "check_federation_size",
+    "grid_query",
+    "partition_id_query",
+    "placement_of",
+]
+
 HANDLER_HINT = (
     "register the handler in the ClientApp: "
     f'app.query("{PARTITION_ACTION}")(partition_id_query), with '
     "from fedram_flwr.message_api import partition_id_query"
 )
-
-
-def partition_id_query(
-    msg: Message, context: Context, *, num_examples: int | None = None
-) -> Message:
-    """Client side of the partition-id contract: answer the server's
-    ``"query.partition_id"`` message with ``ConfigRecord({"partition-id": K})`` from
-    ``context.node_config`` (set by the Simulation Engine, and by ``flower-supernode
-    --node-config "partition-id=K num-partitions=N"``), its ``num-partitions`` where set
-    (:func:`check_federation_size` reads it), and ``"num-examples"`` (m_i, the
-    training-set size) when given: strategies that weigh nodes before training (rFedFair's
-    p_i = m_i / m) need it; register then a handler that passes it, e.g.
-    ``partition_id_query(msg, context, num_examples=len(trainset))``. A node without
-    ``partition-id`` answers with the keys it has, and the server stops with an error that
-    says what to add."""
-    config = context.node_config
-    if PARTITION_ID in config:
-        record = ConfigRecord({PARTITION_ID: config[PARTITION_ID]})
-        if isinstance(config.get(NUM_PARTITIONS), int):
-            record[NUM_PARTITIONS] = config[NUM_PARTITIONS]
-        if num_examples is not None:
-            record[NUM_EXAMPLES] = int(num_examples)
-    else:
-        record = ConfigRecord({NODE_CONFIG_KEYS: ", ".join(sorted(config))})
-    return Message(RecordDict({PARTITION_RECORD: record}), reply_to=msg)
 
 
 def ask_partitions(grid: Grid, nodes: Iterable[int], timeout: float) -> list[Message]:
@@ -80,7 +64,7 @@ def ask_partitions(grid: Grid, nodes: Iterable[int], timeout: float) -> list[Mes
 
 def placement_of(reply: Message, num_clients: int | None = None) -> Placement | AvailabilityError:
     """A reply to the partition-id query as the node's
-    :class:`~fedram_flwr.strategies.partitions.Placement`, or the
+    :class:`~fedram_flwr.partition_directory.Placement`, or the
     :class:`AvailabilityError` that says what to add (for a federation of
     ``num_clients``, when known) when the node could not answer or has no
     ``partition-id`` (the directory checks the id's range)."""

@@ -61,6 +61,7 @@ from flwr.supercore import log
 from fedram_flwr.message_api.partitions import grid_query
 from fedram_flwr.message_api.round_guard import client_reply, error_text, received, warn
 from fedram_flwr.message_api.round_view import RoundView
+from fedram_flwr.partition_directory import DEFAULT_QUERY_TIMEOUT, PartitionDirectory
 from fedram_flwr.protocol import Arrays
 from fedram_flwr.strategies.core import Core
 from fedram_flwr.strategies.hyper import (
@@ -69,7 +70,6 @@ from fedram_flwr.strategies.hyper import (
     parameters_doc,
     with_parameters_doc,
 )
-from fedram_flwr.strategies.partitions import DEFAULT_QUERY_TIMEOUT, PartitionDirectory
 from fedram_flwr.strategies.round_driver import RoundPolicy, RoundState, drive_round
 from fedram_flwr.strategies.rounds import DEFAULT_MAX_FAILED_ROUNDS, FailedRounds
 
@@ -309,7 +309,7 @@ class CoreMessageStrategy(FedAvg):
         ------
         AvailabilityError
             If a node answers wrongly or not within ``query_timeout`` s
-            (:class:`~fedram_flwr.strategies.partitions.AvailabilityError`).
+            (:class:`~fedram_flwr.partition_directory.AvailabilityError`).
         """
         placed = self.partition_directory().require(
             nodes, grid_query(grid), type(self).__name__, hint

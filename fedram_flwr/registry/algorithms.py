@@ -1,11 +1,14 @@
 """The algorithms a scenario may name in ``algorithm.name``.
 
 Each algorithm is one line of :data:`ALGORITHMS`, an :class:`AlgorithmSpec`: its name,
-its Flower strategy classes (legacy, then Message API: the same core), its client class,
-which hidden oracle parameters it reads when run oracle-informed, and what a scenario
-adds beyond the core (:class:`~fedram_flwr.registry.params.OracleInformed`). Its
+its Flower strategy classes (legacy, then Message API: the same core), which hidden
+oracle parameters it reads when run oracle-informed, and what a scenario adds beyond
+the core (:class:`~fedram_flwr.registry.params.OracleInformed`). Its
 ``algorithm.params`` (fields, types, defaults, ranges, docs) are derived from the core's
-declarations (:mod:`fedram_flwr.strategies.hyper`); nothing here retypes them.
+declarations (:mod:`fedram_flwr.strategies.hyper`); nothing here retypes them. Its
+clients' local objective is the client side's
+(:func:`fedram_flwr.clients.message.objective_of`: plain local SGD unless an objective
+names the algorithm), which a node finds without importing the strategies.
 """
 
 from __future__ import annotations
@@ -14,31 +17,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from fedram_flwr import strategies as st
-from fedram_flwr.extras import is_missing_extra, placeholder
-
-try:
-    from fedram_flwr.clients import (
-        AmplifiedScaffoldClient,
-        CAFedClient,
-        CVaRClient,
-        ERMClient,
-        RCFLClient,
-        ScaffoldClient,
-    )
-except ModuleNotFoundError as err:  # no torch: scenarios still load (`fedram show`)
-    if not is_missing_extra(err):
-        raise
-    names = (
-        "AmplifiedScaffoldClient",
-        "CAFedClient",
-        "CVaRClient",
-        "ERMClient",
-        "RCFLClient",
-        "ScaffoldClient",
-    )
-    AmplifiedScaffoldClient, CAFedClient, CVaRClient, ERMClient, RCFLClient, ScaffoldClient = (
-        placeholder(name, err) for name in names
-    )
 from fedram_flwr.message_api import algorithms as ma
 from fedram_flwr.registry.algorithms_rc_fl import QFFLParams, RFedFairChecks
 from fedram_flwr.registry.oracles import MARKOV
@@ -64,42 +42,37 @@ ORACLE = OracleInformed  # the families that share the ``availability`` switch
 ALGORITHMS: dict[str, AlgorithmSpec[Any]] = {
     spec.name: spec
     for spec in (
-        AlgorithmSpec("fedavg", st.FedAvg, ma.FedAvg, ERMClient),
-        AlgorithmSpec("fed-cvar-avg", st.FedCVaRAvg, ma.FedCVaRAvg, CVaRClient),
+        AlgorithmSpec("fedavg", st.FedAvg, ma.FedAvg),
+        AlgorithmSpec("fed-cvar-avg", st.FedCVaRAvg, ma.FedCVaRAvg),
         # CA-Fed (Rodio et al. 2023) and its baselines
-        AlgorithmSpec("ca-fed", st.CAFed, ma.CAFed, CAFedClient, MARKOV, ORACLE),
-        AlgorithmSpec("unbiased", st.Unbiased, ma.Unbiased, ERMClient, PI, ORACLE),
-        AlgorithmSpec("more-available", st.MoreAvailable, ma.MoreAvailable, ERMClient, PI, ORACLE),
-        AlgorithmSpec("adafed", st.AdaFed, ma.AdaFed, ERMClient, PI, ORACLE),
-        AlgorithmSpec("f3ast", st.F3AST, ma.F3AST, ERMClient, PI, F3ASTInformed),
+        AlgorithmSpec("ca-fed", st.CAFed, ma.CAFed, MARKOV, ORACLE),
+        AlgorithmSpec("unbiased", st.Unbiased, ma.Unbiased, PI, ORACLE),
+        AlgorithmSpec("more-available", st.MoreAvailable, ma.MoreAvailable, PI, ORACLE),
+        AlgorithmSpec("adafed", st.AdaFed, ma.AdaFed, PI, ORACLE),
+        AlgorithmSpec("f3ast", st.F3AST, ma.F3AST, PI, F3ASTInformed),
         # FedAR (Jiang et al. 2024) and its baselines
-        AlgorithmSpec("fedar", st.FedAR, ma.FedAR, ERMClient, scenario=ORACLE),
-        AlgorithmSpec("mifa", st.MIFA, ma.MIFA, ERMClient, scenario=ORACLE),
-        AlgorithmSpec("fedvarp", st.FedVARP, ma.FedVARP, ERMClient, scenario=ORACLE),
-        AlgorithmSpec("fedstale", st.FedStale, ma.FedStale, ERMClient, PI, ORACLE),
-        AlgorithmSpec(
-            "fedstale-active", st.FedStaleActive, ma.FedStaleActive, ERMClient, scenario=ORACLE
-        ),
-        AlgorithmSpec("fedavg-all", st.FedAvgAll, ma.FedAvgAll, ERMClient, scenario=ORACLE),
-        AlgorithmSpec("fedawe", st.FedAWE, ma.FedAWE, ERMClient, scenario=ORACLE),
-        AlgorithmSpec("fedavg-is", st.FedAvgIS, ma.FedAvgIS, ERMClient, PI, ORACLE),
-        AlgorithmSpec("fedavg-s", st.FedAvgSampled, ma.FedAvgSampled, ERMClient, scenario=ORACLE),
-        AlgorithmSpec("fedau", st.FedAU, ma.FedAU, ERMClient, scenario=ORACLE),
-        AlgorithmSpec("scaffold", st.Scaffold, ma.Scaffold, ScaffoldClient, scenario=ORACLE),
+        AlgorithmSpec("fedar", st.FedAR, ma.FedAR, scenario=ORACLE),
+        AlgorithmSpec("mifa", st.MIFA, ma.MIFA, scenario=ORACLE),
+        AlgorithmSpec("fedvarp", st.FedVARP, ma.FedVARP, scenario=ORACLE),
+        AlgorithmSpec("fedstale", st.FedStale, ma.FedStale, PI, ORACLE),
+        AlgorithmSpec("fedstale-active", st.FedStaleActive, ma.FedStaleActive, scenario=ORACLE),
+        AlgorithmSpec("fedavg-all", st.FedAvgAll, ma.FedAvgAll, scenario=ORACLE),
+        AlgorithmSpec("fedawe", st.FedAWE, ma.FedAWE, scenario=ORACLE),
+        AlgorithmSpec("fedavg-is", st.FedAvgIS, ma.FedAvgIS, PI, ORACLE),
+        AlgorithmSpec("fedavg-s", st.FedAvgSampled, ma.FedAvgSampled, scenario=ORACLE),
+        AlgorithmSpec("fedau", st.FedAU, ma.FedAU, scenario=ORACLE),
+        AlgorithmSpec("scaffold", st.Scaffold, ma.Scaffold, scenario=ORACLE),
         # Debiasing FedAvg (Sun et al. 2025), Amplified SCAFFOLD (Crawshaw and Liu 2024)
-        AlgorithmSpec(
-            "debiasing-fedavg", st.DebiasingFedAvg, ma.DebiasingFedAvg, ERMClient, PI, ORACLE
-        ),
+        AlgorithmSpec("debiasing-fedavg", st.DebiasingFedAvg, ma.DebiasingFedAvg, PI, ORACLE),
         AlgorithmSpec(
             "amplified-scaffold",
             st.AmplifiedScaffold,
             ma.AmplifiedScaffold,
-            AmplifiedScaffoldClient,
             scenario=ORACLE,
         ),
         # RC-FL (rFedFair) and its baselines
-        AlgorithmSpec("rfedfair", st.RFedFair, ma.RFedFair, RCFLClient, scenario=RFedFairChecks),
-        AlgorithmSpec("afl", st.AFL, ma.AFL, CAFedClient),
-        AlgorithmSpec("qffl", st.QFFL, ma.QFFL, CAFedClient, params=QFFLParams),
+        AlgorithmSpec("rfedfair", st.RFedFair, ma.RFedFair, scenario=RFedFairChecks),
+        AlgorithmSpec("afl", st.AFL, ma.AFL),
+        AlgorithmSpec("qffl", st.QFFL, ma.QFFL, params=QFFLParams),
     )
 }

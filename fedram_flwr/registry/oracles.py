@@ -33,7 +33,7 @@ from fedram_flwr.availability import (
 )
 from fedram_flwr.availability.separation import check_separation_law
 from fedram_flwr.config import Scenario, ScenarioError
-from fedram_flwr.registry.checks import as_scenario_error, check_ids, check_length
+from fedram_flwr.registry.checks import as_scenario_error, check_ids, check_length, lookup
 from fedram_flwr.registry.labels import check_label_rule, label_p
 from fedram_flwr.registry.nonstationary import (
     NonStationaryParams,
@@ -46,9 +46,9 @@ from fedram_flwr.registry.observed import (
     build_connected,
     build_trace,
 )
-from fedram_flwr.registry.specs import Hidden, OracleParams, OracleSpec
+from fedram_flwr.registry.oracle_spec import Hidden, OracleParams, OracleSpec
 from fedram_flwr.rng import stream
-from fedram_flwr.schema import check_range
+from fedram_flwr.schema import build_dataclass, check_range
 
 
 def _label_perm(scenario: Scenario, label_correlated: bool, pi: np.ndarray) -> np.ndarray:
@@ -381,3 +381,15 @@ ORACLES: dict[str, OracleSpec[Any]] = {
         OracleSpec("connected", ConnectedParams, build_connected),
     )
 }
+
+
+def oracle_spec(scenario: Scenario) -> OracleSpec[Any]:
+    """The spec ``availability.oracle`` names."""
+    return lookup(ORACLES, scenario.availability.oracle, "availability.oracle")
+
+
+def oracle_params(scenario: Scenario) -> OracleParams:
+    """``availability.params`` as its oracle's params dataclass (keys and types
+    checked; :func:`~fedram_flwr.registry.validate.validate` runs its ``check``)."""
+    spec = oracle_spec(scenario)
+    return build_dataclass(spec.params, scenario.availability.params, "availability.params.")

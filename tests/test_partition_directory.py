@@ -1,4 +1,4 @@
-"""The partition directory (strategies/partitions.py): each node asked once,
+"""The partition directory (fedram_flwr/partition_directory.py): each node asked once,
 all new nodes in one question, every question bounded by a finite timeout, and a node
 that does not answer in time named, not waited for. The fakes answer at once or not at
 all: nothing here waits."""
@@ -14,14 +14,14 @@ from flwr.server.client_proxy import ClientProxy
 from fedram_flwr import message_api
 from fedram_flwr.availability import RandomAccessClientManager
 from fedram_flwr.message_api.partitions import PARTITION_QUERY, PARTITION_RECORD
-from fedram_flwr.protocol import NUM_EXAMPLES, PARTITION_ID
-from fedram_flwr.strategies import FedAWE, RFedFair
-from fedram_flwr.strategies.partitions import (
+from fedram_flwr.partition_directory import (
     AvailabilityError,
     PartitionDirectory,
     Placement,
     properties_query,
 )
+from fedram_flwr.protocol import NUM_EXAMPLES, PARTITION_ID
+from fedram_flwr.strategies import FedAWE, RFedFair
 from tests.helpers import StubGrid, server_identity
 
 

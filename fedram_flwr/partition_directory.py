@@ -4,10 +4,12 @@ The one service every part of the server asks (the oracles of both Flower APIs, 
 FedAWE and rFedFair, which address nodes by partition id).
 
 The availability layer owns the run's directory (a legacy oracle's ``partitions``, the
-Message-API availability wrapper's); it is written here, at the strategies' layer, so
-that the legacy FedAWE and rFedFair, which sit below the availability layer, can share
-the oracle's directory (handed to them as their ClientManager) and keep one of their
-own when run under a plain Flower ClientManager.
+Message-API availability wrapper's); it is written here, below the strategies' layer
+(and outside their package, whose import loads every strategy), so that the legacy
+FedAWE and rFedFair, which sit below the availability layer, can share the oracle's
+directory (handed to them as their ClientManager) and keep one of their own when run
+under a plain Flower ClientManager, and a node's oracles
+(:mod:`fedram_flwr.node`) load no strategy.
 
 Oracles and the algorithms' per-client state know clients by *partition id*; Flower names
 nodes by random ids (a legacy ``ClientProxy.cid``, a Message-API node id). A
