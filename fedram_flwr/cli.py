@@ -252,8 +252,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     need_extra("fedram report")
     if not args.runs.is_dir():
         raise ScenarioError(f"{args.runs}: no such folder of runs")
+    target = args.target_accuracy
+    if target is not None and not 0.0 <= target <= 1.0:
+        raise ScenarioError(f"--target-accuracy: {target!r} is not an accuracy in [0, 1]")
     complete_plot_inputs(args.runs)
-    report = write_report(args.runs)
+    report = write_report(args.runs, target_accuracy=target)
     print(report.read_text())
     print(f"fedram: wrote {report}", file=sys.stderr)
     return report_problems(RunSet.load(args.runs), strict=args.strict)

@@ -183,11 +183,12 @@ def test_schema_leaves_params_to_the_registry(scenario_dict) -> None:
 
 def test_config_imports_only_its_leaf_schema_from_the_package() -> None:
     """config.py is the bottom of the house: no package import at any level but its leaves
-    schema.py (the error and the YAML coercion), which imports none, and sweep.py (dotted
-    overrides), which imports only schema.py."""
+    schema.py (the error and the YAML coercion), which imports none, sweep.py (dotted
+    overrides) and time_config.py (the time section), which import only schema.py."""
     for name, allowed in (
-        ("config.py", {"fedram_flwr.schema", "fedram_flwr.sweep"}),
+        ("config.py", {"fedram_flwr.schema", "fedram_flwr.sweep", "fedram_flwr.time_config"}),
         ("sweep.py", {"fedram_flwr.schema"}),
+        ("time_config.py", {"fedram_flwr.schema"}),
         ("schema.py", set()),
     ):
         path = Path(__file__).resolve().parent.parent / "fedram_flwr" / name

@@ -17,6 +17,7 @@ from flwr.common import Code, FitRes, Parameters, Status
 from fedram_flwr.config import ScenarioError
 from fedram_flwr.engines import run_in_process, run_message_in_process
 from fedram_flwr.engines.timed import rebased
+from fedram_flwr.plots import plot_run
 from fedram_flwr.protocol import npy_array, npy_bytes
 from fedram_flwr.registry import scenario_from_dict
 from tests.helpers import TINY_GAUSSIAN, final_arrays, without_timings
@@ -107,6 +108,9 @@ def test_a_deadline_drops_the_slow_client_every_round(tmp_path: Path) -> None:
     assert [r["relayed"] for r in rows] == [[0, 1]] * 6
     assert [r["failed"] for r in rows] == [[]] * 6  # dropped is no failure
     assert [r["sim-seconds"] for r in rows] == pytest.approx([6.0 * r for r in range(1, 7)])
+    assert run.read_summary()["sim-seconds"] == pytest.approx(36.0)
+    hours = plot_run(run.path)["accuracy_time.png"]["1:overall"][:, 0]
+    assert hours == pytest.approx([0.0, 18 / 3600, 36 / 3600])  # evaluated rounds 0, 3, 6
 
 
 def test_a_late_update_is_delivered_in_the_round_it_arrives_in(tmp_path: Path) -> None:
