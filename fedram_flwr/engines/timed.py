@@ -52,7 +52,7 @@ from fedram_flwr.config import RoundPolicyConfig, TimeConfig
 from fedram_flwr.engines.resume import ResumableServer
 from fedram_flwr.experiment import Experiment
 from fedram_flwr.models import get_weights
-from fedram_flwr.protocol import PARTITION_ID, npy_array, npy_bytes
+from fedram_flwr.protocol import npy_array, npy_bytes
 from fedram_flwr.training import num_local_steps
 
 FEDSCALE_IDLE_SECONDS = 60.0
@@ -203,8 +203,10 @@ class TimedServer(ResumableServer):
         duration = out.duration if ids.size else self.time.idle_s
         end = self.clock.now + duration
         used = set(out.used.tolist())
-        by_id = {int(res.metrics[PARTITION_ID]): (proxy, res) for proxy, res in results}
-        kept = [by_id[c] for c in sorted(used) if c in by_id]
+        # in-process proxies are named by partition id (cid "7": partition 7)
+        by_id = {int(proxy.cid): (proxy, res) for proxy, res in results}
+        # in arrival order, each as often as it came (RC-FL draws with replacement)
+        kept = [(p, res) for p, res in results if int(p.cid) in used]
         came, still = arrived(tuple(p.update for p in self.pending), end)
         came_ids = {u.client for u in came}
         how = self.late_rule()

@@ -19,7 +19,7 @@ from fedram_flwr.engines import run_in_process, run_message_in_process
 from fedram_flwr.engines.timed import rebased
 from fedram_flwr.plots import plot_run
 from fedram_flwr.protocol import npy_array, npy_bytes
-from fedram_flwr.registry import scenario_from_dict
+from fedram_flwr.registry import ALGORITHMS, scenario_from_dict
 from tests.helpers import TINY_GAUSSIAN, final_arrays, without_timings
 
 STEPS, BATCH, KBIT = 6, 16, 36 / 1024 * 8
@@ -137,6 +137,29 @@ def test_a_late_update_is_delivered_in_the_round_it_arrives_in(tmp_path: Path) -
     rows = run_in_process(fedavg, 0, tmp_path / "f").read_metrics()[1:]
     assert [(r["late-delivered"], r["dropped"]) for r in rows] == [(0, 0), (0, 1)] * 3
     assert [r["relayed"] for r in rows] == [[0, 1]] * 6
+
+
+MEMORY = {"fedar", "fedawe", "fedstale", "fedstale-active", "fedvarp", "mifa"}
+
+
+@pytest.mark.parametrize("name", sorted(ALGORITHMS))
+def test_every_algorithm_runs_under_a_deadline_and_the_memories_take_late_updates(
+    tmp_path: Path, name: str
+) -> None:
+    """Round 2 delivers client 2's late update of round 1 to the algorithms that keep
+    per-client memory; the others drop it when it arrives."""
+    time = {
+        "speeds": {"law": "fedscale", "path": capacity(tmp_path, [10.0, 20.0, 40.0])},
+        "policy": {"kind": "deadline", "deadline_s": 6.0, "late": "keep"},
+    }
+    raw = tiny({"name": name}, ALWAYS, time, rounds=2)
+    rows = run_in_process(scenario_from_dict(raw), 0, tmp_path / "r").read_metrics()[1:]
+    assert [r["late"] for r in rows] == [1, 0]
+    memory = name in MEMORY
+    assert [(r["late-delivered"], r["dropped"]) for r in rows] == [
+        (0, 0),
+        (int(memory), 1 - memory),
+    ]
 
 
 def test_over_selection_uses_the_first_to_finish(tmp_path: Path) -> None:
