@@ -101,7 +101,9 @@ class ClockedDraws:
 def clock_available(config: TimeConfig, manager: OracleClientManager, seed: int) -> AvailableAt:
     """Who is available at t: ``time.availability``'s law, over the oracle's own
     ``draw`` for law rounds (taken before :class:`ClockedDraws` replaces it)."""
-    own = SimpleNamespace(num_clients=manager.num_clients, draw=manager.draw)
+    draw = manager.draw
+    draw = draw.original if isinstance(draw, ClockedDraws) else draw
+    own = SimpleNamespace(num_clients=manager.num_clients, draw=draw)
     return clock_availability(config.availability, manager.num_clients, seed, own)
 
 
