@@ -55,7 +55,7 @@ import yaml
 
 from fedram_flwr.app_config import parse_override
 from fedram_flwr.cli_args import parse_kills, parser
-from fedram_flwr.config import Scenario, ScenarioError
+from fedram_flwr.config import Scenario, ScenarioError, round_based_only
 from fedram_flwr.data import DatasetNotFoundError
 from fedram_flwr.extras import MissingExtraError, is_missing_extra, missing_extra
 from fedram_flwr.interrupt import RunInterrupted, record_interrupted
@@ -135,6 +135,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise ScenarioError(f"--out {args.out}: {existing} is a file, not a folder")
     seeds = list(scenario.seeds)
     variants = scenario.variants()
+    if args.engine != "in-process" or args.api != "legacy":
+        for _, v in variants:
+            round_based_only(v.time, f"--engine {args.engine} --api {args.api}")
     swept = {label: values for (label, _), values in zip(variants, swept_values(scenario.sweep))}
     if args.variant:
         unknown = set(args.variant) - {label for label, _ in variants}
@@ -249,8 +252,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     need_extra("fedram report")
     if not args.runs.is_dir():
         raise ScenarioError(f"{args.runs}: no such folder of runs")
+    target = args.target_accuracy
+    if target is not None and not 0.0 <= target <= 1.0:
+        raise ScenarioError(f"--target-accuracy: {target!r} is not an accuracy in [0, 1]")
     complete_plot_inputs(args.runs)
-    report = write_report(args.runs)
+    report = write_report(args.runs, target_accuracy=target)
     print(report.read_text())
     print(f"fedram: wrote {report}", file=sys.stderr)
     return report_problems(RunSet.load(args.runs), strict=args.strict)

@@ -4,7 +4,8 @@ A scenario file is the single source of truth of a run. Every section is a froze
 dataclass; unknown keys and bad values raise :class:`ScenarioError` naming the field
 (``algorithm.alpha``) and the allowed values. This module is the schema only and imports
 nothing from the package but its leaves :mod:`fedram_flwr.schema` (the error and the
-YAML coercion) and :mod:`fedram_flwr.sweep` (sweeps and dotted overrides):
+YAML coercion), :mod:`fedram_flwr.sweep` (sweeps and dotted overrides) and
+:mod:`fedram_flwr.time_config` (the ``time:`` section):
 ``algorithm.params`` and ``availability.params`` are checked by the parameter class
 registered for their name, in :mod:`fedram_flwr.registry`, whose
 ``load_scenario`` / ``scenario_from_dict`` / ``with_overrides`` (schema + registry) are
@@ -36,6 +37,14 @@ from fedram_flwr.schema import (
 )
 from fedram_flwr.sweep import apply_overrides as apply_overrides
 from fedram_flwr.sweep import label_part, plain, swept_values
+from fedram_flwr.time_config import (  # the time section, re-exported
+    ClockAvailabilityConfig as ClockAvailabilityConfig,
+)
+from fedram_flwr.time_config import LogNormalLaw as LogNormalLaw
+from fedram_flwr.time_config import RoundPolicyConfig as RoundPolicyConfig
+from fedram_flwr.time_config import SpeedsConfig as SpeedsConfig
+from fedram_flwr.time_config import TimeConfig
+from fedram_flwr.time_config import round_based_only as round_based_only
 
 MAX_CLIENTS = 100_000
 """The most clients a scenario may have (``data.num_clients``): far above any experiment
@@ -224,151 +233,6 @@ class ModelConfig:
         "fedawe-cnn-cifar10",
         "fedawe-cnn-cinic10",
     ] = "cnn"
-
-
-# ------------------------------------------------------------------------- time
-@dataclass(frozen=True)
-class LogNormalLaw:
-    """A log-normal law: median x exp(sigma z), z standard normal (sigma 0: the median)."""
-
-    median: float
-    sigma: float = 0.0
-
-
-@dataclass(frozen=True)
-class SpeedsConfig:
-    """Every client's device (fedram_flwr.clock.speeds): drawn from log-normal laws, or
-    FedScale's device-capacity records (a JSON file: id -> {computation, communication})."""
-
-    law: Literal["lognormal", "fedscale"] = "lognormal"
-    # lognormal: milliseconds one sample's inference takes; the link's kbit/s.
-    compute_ms_per_sample: LogNormalLaw | None = None
-    bandwidth_kbps: LogNormalLaw | None = None
-    # fedscale: the capacity file; partition k takes record clients[k] (default: the
-    # file's ids in ascending order).
-    path: str | None = None
-    clients: tuple[int, ...] | None = None
-
-    def __post_init__(self) -> None:
-        if self.path is not None:  # made absolute at load, like data.root
-            object.__setattr__(self, "path", absolute_path(self.path))
-
-
-@dataclass(frozen=True)
-class ClockAvailabilityConfig:
-    """Who is available at simulated time t (fedram_flwr.availability.timed)."""
-
-    # rounds: the availability section's oracle, one round per tick_seconds; fedscale: a
-    # behaviour trace replayed in seconds; diurnal: p_i(t) = base_i (1 + amplitude
-    # cos(2 pi (t - peak_i) / period)), clipped to [0, 1], drawn once per slot.
-    law: Literal["rounds", "fedscale", "diurnal"] = "rounds"
-    tick_seconds: float = 1.0
-    path: str | None = None
-    start_time: float = 0.0
-    clients: tuple[int, ...] | None = None
-    base: tuple[float, ...] | None = None
-    amplitude: float = 0.5
-    peak_seconds: tuple[float, ...] = (0.0,)
-    period_seconds: float = 86400.0
-    slot_seconds: float = 60.0
-
-    def __post_init__(self) -> None:
-        if self.path is not None:  # made absolute at load, like data.root
-            object.__setattr__(self, "path", absolute_path(self.path))
-
-
-@dataclass(frozen=True)
-class TimeConfig:
-    """The time model (issue 28, items 1-2): device speeds and availability on a
-    simulated clock. Left out, a run counts rounds exactly as before."""
-
-    speeds: SpeedsConfig = field(default_factory=SpeedsConfig)
-    availability: ClockAvailabilityConfig = field(default_factory=ClockAvailabilityConfig)
-
-    def __post_init__(self) -> None:
-        sp, av = self.speeds, self.availability
-        _only_for(
-            "time.speeds",
-            sp,
-            SpeedsConfig(),
-            sp.law,
-            {
-                "lognormal": ("compute_ms_per_sample", "bandwidth_kbps"),
-                "fedscale": ("path", "clients"),
-            },
-        )
-        if sp.law == "lognormal":
-            for name in ("compute_ms_per_sample", "bandwidth_kbps"):
-                law = getattr(sp, name)
-                if law is None:
-                    raise ScenarioError(
-                        f"time.speeds.{name}: required for law lognormal; give "
-                        "{median: ..., sigma: ...}"
-                    )
-                check_range(f"time.speeds.{name}.median", law.median, 0.0, None, lo_open=True)
-                check_range(f"time.speeds.{name}.sigma", law.sigma, 0.0, None)
-        elif sp.path is None:
-            raise ScenarioError("time.speeds.path: required for law fedscale (a JSON file)")
-        _only_for(
-            "time.availability",
-            av,
-            ClockAvailabilityConfig(),
-            av.law,
-            {
-                "rounds": ("tick_seconds",),
-                "fedscale": ("path", "start_time", "clients"),
-                "diurnal": ("base", "amplitude", "peak_seconds", "period_seconds", "slot_seconds"),
-            },
-        )
-        check_range("time.availability.tick_seconds", av.tick_seconds, 0.0, None, lo_open=True)
-        check_range("time.availability.start_time", av.start_time, 0.0, None)
-        check_range("time.availability.amplitude", av.amplitude, 0.0, 1.0)
-        check_range("time.availability.period_seconds", av.period_seconds, 0.0, None, lo_open=True)
-        check_range("time.availability.slot_seconds", av.slot_seconds, 0.0, None, lo_open=True)
-        for i, b in enumerate(av.base or ()):
-            check_range(f"time.availability.base[{i}]", b, 0.0, 1.0)
-        if av.law == "fedscale" and av.path is None:
-            raise ScenarioError(
-                "time.availability.path: required for law fedscale (a behaviour trace, JSON)"
-            )
-        if av.law == "diurnal" and not av.base:
-            raise ScenarioError(
-                "time.availability.base: required for law diurnal; give one probability "
-                "in [0, 1] or one per client"
-            )
-
-    def check_clients(self, num_clients: int) -> None:
-        """Per-client lists hold one value per client (or one for all, where allowed)."""
-        lists = [
-            ("time.speeds.clients", self.speeds.clients, False),
-            ("time.availability.clients", self.availability.clients, False),
-            ("time.availability.base", self.availability.base, True),
-            ("time.availability.peak_seconds", self.availability.peak_seconds, True),
-        ]
-        for name, values, one_for_all in lists:
-            if values is None or len(values) == num_clients or (one_for_all and len(values) == 1):
-                continue
-            allowed = "one value or one per client" if one_for_all else "one per client"
-            raise ScenarioError(
-                f"{name}: has {len(values)} entries; give {allowed} "
-                f"(data.num_clients = {num_clients})"
-            )
-
-
-def _only_for(
-    where: str, value: Any, defaults: Any, law: str, owners: Mapping[str, tuple[str, ...]]
-) -> None:
-    """Refuse a setting given (not its default) that belongs to another law than ``law``."""
-    for other, names in owners.items():
-        for name in names:
-            if (
-                other != law
-                and name not in owners[law]
-                and getattr(value, name) != getattr(defaults, name)
-            ):
-                raise ScenarioError(
-                    f"{where}.{name}: applies to law {other} only; {where}.law is {law}"
-                )
 
 
 @dataclass(frozen=True)

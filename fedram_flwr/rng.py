@@ -33,6 +33,7 @@ SALTS: dict[str, int] = {
     "diurnal-slot": 0xD1A1,  # (seed, time slot): uniforms of the diurnal law's draws
     # the time model (fedram_flwr.clock): per seed
     "device-speeds": 0xDE75,  # each client's (compute, bandwidth) standard normals
+    "over-selection": 0x0E5E,  # (seed, round): the clients an over-selecting round starts
     # strategies: per (seed, round)
     "fedavg-s-subsample": 0xF5A5,  # FedAvg(S): S of the available clients
     "rcfl-draws": 0x2CF1,  # RC-FL: K clients drawn with replacement by p_i

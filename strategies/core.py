@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 
@@ -58,7 +58,17 @@ class Core(Generic[S]):
     :class:`~fedram_flwr.protocol.ClientReply` in partition-id order;
     ``aggregate(state, t, replies, elapsed)`` gives the next state (an :class:`Outcome`);
     the model is evaluated on ``evaluated(arrays)[0]``.
+
+    ``late_updates`` says how a client's update that arrives after its round (a round
+    policy's ``late: keep``, :mod:`fedram_flwr.clock.policy`) can enter a later round:
+    ``None``, it cannot (the round driver drops it); ``"rebase"``, the core reads an
+    update as the difference between the current model and the reply, so the driver
+    hands it the reply re-based on the current model (current + reply - model sent);
+    ``"as-sent"``, the core keeps the model it sent each client and reads the reply
+    against it (FedAWE).
     """
+
+    late_updates: ClassVar[str | None] = None
 
     def __post_init__(self) -> None:
         """Check every hyper-parameter against its declaration (errors name the field).

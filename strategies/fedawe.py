@@ -120,6 +120,7 @@ class FedAWECore(VectorCore[FedAWEState]):
     clients as their step size.
     """
 
+    late_updates = "as-sent"  # a busy client's tau_i, so the model it was sent, stays
     server_lr: float = server_lr_hyper()
 
     def init(self, initial_arrays: Sequence[np.ndarray]) -> FedAWEState:

@@ -19,8 +19,11 @@ Flower's. What a round does, in this order:
    before training), the rounds elapsed since the last aggregation (a round nobody was
    available in still counts), and ``core.aggregate``.
 
-A later round policy (deadlines, over-selection, late updates) is a field of
-:class:`RoundPolicy` and a step here, once for both APIs.
+Round policies on a simulated clock (wait for all, a deadline, over-selection, late
+updates; issue 28) decide which replies reach a round before it is driven here: the
+policy is the pure :func:`fedram_flwr.clock.policy.apply_policy` over the clients'
+finish times, applied by the in-process engine's timed server
+(:mod:`fedram_flwr.engines.timed`), which hands this driver the replies it keeps.
 """
 
 from __future__ import annotations

@@ -310,6 +310,8 @@ class MemoryCore(VectorCore[MemoryState]):
     eta_t exactly, so the step is then bit for bit w - eta_t v_t.
     """
 
+    late_updates = "rebase"  # G_i = (w - reply) / eta: a late reply is re-based on w
+
     def init(self, initial_arrays: Sequence[np.ndarray]) -> MemoryState:
         """Start from the initial model and an empty memory."""
         w = self.vector(initial_arrays)

@@ -183,11 +183,12 @@ def test_schema_leaves_params_to_the_registry(scenario_dict) -> None:
 
 def test_config_imports_only_its_leaf_schema_from_the_package() -> None:
     """config.py is the bottom of the house: no package import at any level but its leaves
-    schema.py (the error and the YAML coercion), which imports none, and sweep.py (dotted
-    overrides), which imports only schema.py."""
+    schema.py (the error and the YAML coercion), which imports none, sweep.py (dotted
+    overrides) and time_config.py (the time section), which import only schema.py."""
     for name, allowed in (
-        ("config.py", {"fedram_flwr.schema", "fedram_flwr.sweep"}),
+        ("config.py", {"fedram_flwr.schema", "fedram_flwr.sweep", "fedram_flwr.time_config"}),
         ("sweep.py", {"fedram_flwr.schema"}),
+        ("time_config.py", {"fedram_flwr.schema"}),
         ("schema.py", set()),
     ):
         path = Path(__file__).resolve().parent.parent / "fedram_flwr" / name
@@ -399,12 +400,53 @@ def test_a_time_section_round_trips(scenario_dict) -> None:
         ({**LOGNORMAL_TIME, "availability": {"tick_seconds": 0}},
          "time.availability.tick_seconds: 0.0 is outside the allowed range (0, inf]"),
         ({**LOGNORMAL_TIME, "clock": {}}, "time.clock: unknown key; allowed keys of time: "
-         "availability, speeds"),
+         "availability, policy, speeds"),
     ],
 )  # fmt: skip
 def test_bad_time_sections_name_the_field(scenario_dict, time: dict, expected: str) -> None:
     scenario_dict["time"] = time
     assert build_error(scenario_dict).startswith(expected)
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        ({"kind": "first"}, "time.policy.kind: 'first' is not allowed; allowed values: "
+         "wait-all, deadline, over-selection"),
+        ({"kind": "deadline"}, "time.policy.deadline_s: required for kind deadline"),
+        ({"kind": "deadline", "deadline_s": 0},
+         "time.policy.deadline_s: 0.0 is outside the allowed range (0, inf]"),
+        ({"kind": "deadline", "deadline_s": 5, "late": "later"},
+         "time.policy.late: 'later' is not allowed; allowed values: drop, keep"),
+        ({"kind": "deadline", "deadline_s": 5, "select": 3},
+         "time.policy.select: applies to kind over-selection only; time.policy.kind is deadline"),
+        ({"deadline_s": 5},
+         "time.policy.deadline_s: applies to kind deadline only; time.policy.kind is wait-all"),
+        ({"late": "keep"}, "time.policy.late: applies to kind deadline, over-selection only; "
+         "time.policy.kind is wait-all"),
+        ({"kind": "over-selection"}, "time.policy.select: required for kind over-selection"),
+        ({"kind": "over-selection", "select": 0},
+         "time.policy.select: 0 is outside the allowed range [1, inf]"),
+        ({"kind": "over-selection", "select": 2, "over": 0.5},
+         "time.policy.over: 0.5 is outside the allowed range [1, inf]"),
+        ({"kind": "deadline", "deadline_s": 5, "wait": 1}, "time.policy.wait: unknown key"),
+    ],
+)  # fmt: skip
+def test_bad_round_policies_name_the_field(scenario_dict, policy: dict, expected: str) -> None:
+    scenario_dict["time"] = {**LOGNORMAL_TIME, "policy": policy}
+    assert build_error(scenario_dict).startswith(expected)
+
+
+def test_a_round_policy_round_trips(scenario_dict) -> None:
+    scenario_dict["time"] = {
+        **LOGNORMAL_TIME,
+        "policy": {"kind": "over-selection", "select": 2, "over": 1.5, "late": "keep"},
+    }
+    resolved = scenario_from_dict(scenario_dict)
+    assert resolved.time.policy.select == 2 and resolved.time.policy.late == "keep"
+    assert scenario_from_dict(yaml.safe_load(yaml.safe_dump(resolved.to_dict()))) == resolved
+    scenario_dict["time"] = copy.deepcopy(LOGNORMAL_TIME)
+    assert scenario_from_dict(scenario_dict).time.policy.kind == "wait-all"  # the default
 
 
 def test_time_paths_resolve_against_the_working_directory(

@@ -152,6 +152,7 @@ LAYERS = (
     "fedram_flwr.schema",
     "fedram_flwr.extras",
     "fedram_flwr.sweep",
+    "fedram_flwr.time_config",
     "fedram_flwr.config",
     "fedram_flwr.clock",
     "fedram_flwr.data",
