@@ -177,6 +177,11 @@ class RoundRecorder:
         if self.true_law is not None:
             self._row.update(estimator_errors(diagnostics, self.true_law))
 
+    def record_extra(self, fields: Mapping[str, Any]) -> None:
+        """Add ``fields`` to the current round's row (an asynchronous step's staleness,
+        simulated time, ...)."""
+        self._row.update(fields)
+
     def record_round(
         self,
         server_round: int,

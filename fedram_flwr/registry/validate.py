@@ -21,9 +21,15 @@ from fedram_flwr.config import (
     parse_scenario,
     read_scenario_file,
 )
-from fedram_flwr.registry.algorithms import ALGORITHMS
+from fedram_flwr.registry.algorithms import ALGORITHMS, ASYNC_ALGORITHMS
 from fedram_flwr.registry.oracles import ORACLES
-from fedram_flwr.registry.specs import AlgorithmParams, AlgorithmSpec, OracleParams, OracleSpec
+from fedram_flwr.registry.specs import (
+    AlgorithmParams,
+    AlgorithmSpec,
+    AsyncAlgorithmSpec,
+    OracleParams,
+    OracleSpec,
+)
 from fedram_flwr.schema import build_dataclass
 
 
@@ -90,9 +96,15 @@ def oracle_spec(scenario: Scenario) -> OracleSpec[Any]:
     return _lookup(ORACLES, scenario.availability.oracle, "availability.oracle")
 
 
-def algorithm_spec(scenario: Scenario) -> AlgorithmSpec[Any]:
-    """The spec ``algorithm.name`` names."""
-    return _lookup(ALGORITHMS, scenario.algorithm.name, "algorithm.name")
+def algorithm_spec(scenario: Scenario) -> AlgorithmSpec[Any] | AsyncAlgorithmSpec[Any]:
+    """The spec ``algorithm.name`` names (a synchronous or an asynchronous one)."""
+    table = {**ALGORITHMS, **ASYNC_ALGORITHMS}
+    return _lookup(table, scenario.algorithm.name, "algorithm.name")
+
+
+def is_asynchronous(scenario: Scenario) -> bool:
+    """Whether ``algorithm.name`` is an asynchronous algorithm (in-process only)."""
+    return scenario.algorithm.name in ASYNC_ALGORITHMS
 
 
 def oracle_params(scenario: Scenario) -> OracleParams:
