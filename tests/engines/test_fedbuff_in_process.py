@@ -12,7 +12,11 @@ import pytest
 import yaml
 
 from fedram_flwr.cli import main
+from fedram_flwr.clock import lognormal_speeds
+from fedram_flwr.config import ScenarioError
 from fedram_flwr.engines import run_fedbuff_in_process, run_in_process
+from fedram_flwr.experiment import Experiment
+from fedram_flwr.models import get_weights
 from fedram_flwr.outputs import RunDirectory
 from fedram_flwr.registry import scenario_from_dict
 from tests.helpers import TINY_GAUSSIAN, final_arrays, scenario_error
@@ -118,3 +122,37 @@ def test_bad_params_fail_at_load_naming_the_field() -> None:
     bad = scenario_error(fedbuff_dict(staleness="sqrt"))
     assert "algorithm.params.staleness" in bad and "'sqrt'" in bad
     assert "algorithm.params.buffer_size" in scenario_error(fedbuff_dict(buffer_size=0))
+
+
+def test_flower_faces_refuse_to_build_naming_what_is_left() -> None:
+    """What ``flwr run .`` (server_app: ``message_strategy``) and the legacy engines ask."""
+    exp = Experiment(scenario_from_dict(fedbuff_dict()), 0)
+    with pytest.raises(ScenarioError, match="Message-API strategy is not built yet: issue 28"):
+        exp.message_strategy()
+    with pytest.raises(ScenarioError, match="legacy Flower strategy is not built yet"):
+        exp.strategy()
+
+
+def test_the_first_arrival_is_at_fedscales_completion_time_by_hand(tmp_path: Path) -> None:
+    """K = 1, C = N = 3, everyone available: all start at 0 and the first step is at the
+    fastest client's 3 x batch x steps x ms/sample / 1000 + 2 x model kbit / bandwidth."""
+    raw = fedbuff_dict(buffer_size=1, concurrency=3)
+    raw["time"] = TIMED
+    scenario = scenario_from_dict(raw)
+    exp = Experiment(scenario, 0)
+    speeds = lognormal_speeds(3, 0, (40.0, 0.8), (5000.0, 1.0))
+    kbit = sum(a.nbytes for a in get_weights(exp.new_model())) / 1024 * 8
+    t = scenario.training
+    seconds = [
+        3
+        * t.batch_size
+        * (t.local_epochs * -(-len(y) // t.batch_size))
+        * speeds.compute_ms_per_sample[k]
+        / 1000
+        + 2 * kbit / speeds.bandwidth_kbps[k]
+        for k, y in enumerate(exp.data.client_y)
+    ]
+    first = run_fedbuff_in_process(scenario, 0, tmp_path / "run").read_metrics()[1]
+    assert first["buffer-clients"] == [int(np.argmin(seconds))]
+    assert first["sim-seconds"] == pytest.approx(min(seconds), rel=1e-12)
+    assert first["staleness"] == [0]
