@@ -61,7 +61,13 @@ from fedram_flwr.extras import MissingExtraError, is_missing_extra, missing_extr
 from fedram_flwr.interrupt import RunInterrupted, record_interrupted
 from fedram_flwr.outputs import RunDirectory
 from fedram_flwr.plots import plot_run
-from fedram_flwr.registry import algorithm_params, load_scenario, with_overrides
+from fedram_flwr.registry import (
+    algorithm_params,
+    algorithm_spec,
+    is_asynchronous,
+    load_scenario,
+    with_overrides,
+)
 from fedram_flwr.registry.parameters_doc import show_lines
 from fedram_flwr.report import RunSet, write_report
 from fedram_flwr.run_checks import refuse_changed, refuse_resumable, skip
@@ -74,6 +80,7 @@ try:  # what runs need: torch, torchvision (the `experiments` extra); --help, sh
         DEPLOYMENT_LATENCY_ENV,
         FlwrRunError,
         generate_tls_files,
+        run_fedbuff_in_process,
         run_in_process,
         run_message_in_process,
         run_with_flwr,
@@ -128,6 +135,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         overrides["seeds"] = args.seeds  # checked as the scenario's seeds are
     if overrides:
         scenario = with_overrides(scenario, overrides)
+    refuse_asynchronous(scenario, args)
     if args.ray is not None:  # the tasks run in other processes, maybe other machines
         args.out = args.out.absolute()
     existing = next(p for p in (args.out, *args.out.parents) if p.exists())
@@ -177,6 +185,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+def refuse_asynchronous(scenario: Scenario, args: argparse.Namespace) -> None:
+    """An asynchronous algorithm (FedBuff) in any variant runs in-process with the legacy
+    clients only: refuse another engine or API, naming what is left."""
+    if args.engine == "in-process" and args.api == "legacy":
+        return
+    where = f"--engine {args.engine}" if args.engine != "in-process" else f"--api {args.api}"
+    for _, variant in scenario.variants():
+        if is_asynchronous(variant):
+            raise algorithm_spec(variant).refusal(f"its {where} run")
 
 
 def run_job(
@@ -235,6 +254,8 @@ def run_one(
             api=args.api,
             ray_address=args.ray_address,
         )
+    elif is_asynchronous(variant):  # legacy API, in-process (refuse_asynchronous)
+        run_fedbuff_in_process(variant, seed, run_dir, label=tag)
     elif args.api == "message":
         run_message_in_process(variant, seed, run_dir, label=tag)
     else:

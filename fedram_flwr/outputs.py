@@ -191,6 +191,11 @@ class RoundRecorder:
         ``staleness`` in rounds), and which started ones were ``not-used``."""
         self._row.update(fields)
 
+    def record_extra(self, fields: Mapping[str, Any]) -> None:
+        """Add ``fields`` to the current round's row (an asynchronous step's staleness,
+        simulated time, ...)."""
+        self._row.update(fields)
+
     def record_round(
         self,
         server_round: int,

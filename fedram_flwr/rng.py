@@ -37,6 +37,8 @@ SALTS: dict[str, int] = {
     # strategies: per (seed, round)
     "fedavg-s-subsample": 0xF5A5,  # FedAvg(S): S of the available clients
     "rcfl-draws": 0x2CF1,  # RC-FL: K clients drawn with replacement by p_i
+    # asynchronous strategies: per (seed, draw number)
+    "fedbuff-select": 0xFB0F,  # FedBuff: the idle available clients started to refill C
     # clients: per (seed, round, client)
     "client-batches": 0xC11E,  # the mini-batch order of a client's local steps
     # models: per seed (fedram_flwr.models.build_model)

@@ -59,6 +59,7 @@ from fedram_flwr.experiment import Experiment
 from fedram_flwr.outputs import RecordingStrategy, RunDirectory
 from fedram_flwr.plot_inputs import write_plot_inputs
 from fedram_flwr.protocol import npy_array, npy_bytes
+from fedram_flwr.registry import is_asynchronous
 from fedram_flwr.rundir import (
     CHECKPOINT_FILE,
     Checkpoint,
@@ -194,7 +195,9 @@ def run_in_process(
     and ends with the files of a run never interrupted
     (:mod:`fedram_flwr.rundir.checkpoint`). A given ``serve`` neither checkpoints nor
     resumes, nor does a run with a ``time:`` section (on the simulated clock:
-    :mod:`fedram_flwr.engines.timed`)."""
+    :mod:`fedram_flwr.engines.timed`). An asynchronous algorithm (FedBuff) is refused
+    here: its event loop is
+    :func:`~fedram_flwr.engines.fedbuff_in_process.run_fedbuff_in_process`."""
     out = RunDirectory(run_dir)
     every = (
         default_checkpoint_every(scenario.rounds) if checkpoint_every is None else checkpoint_every
@@ -206,6 +209,11 @@ def run_in_process(
     with out.lock(), signals_raise(signal.SIGTERM, signal.SIGHUP):
         try:  # from here on the run's status is final however it ends (bar SIGKILL)
             exp = Experiment(scenario, seed)
+            if serve is None and is_asynchronous(scenario):
+                raise ValueError(
+                    f"algorithm.name: {scenario.algorithm.name} is asynchronous: run it "
+                    "with fedram_flwr.engines.run_fedbuff_in_process (fedram run does)"
+                )
             saved = resume_from(out, scenario, seed, label) if resume and serve is None else None
             if serve is None:
                 _serve(exp, out, label, every, saved)

@@ -4,7 +4,8 @@ one place scenarios are validated.
 - :mod:`~fedram_flwr.registry.specs`: the two spec shapes (:class:`OracleSpec`,
   :class:`AlgorithmSpec`) and the params base classes.
 - :mod:`~fedram_flwr.registry.oracles`: ``ORACLES``, one spec per availability oracle.
-- :mod:`~fedram_flwr.registry.algorithms`: ``ALGORITHMS``, one spec per algorithm.
+- :mod:`~fedram_flwr.registry.algorithms`: ``ALGORITHMS``, one spec per algorithm;
+  ``ASYNC_ALGORITHMS``, the asynchronous ones (FedBuff: in-process only).
 - :mod:`~fedram_flwr.registry.validate`: :func:`load_scenario`,
   :func:`scenario_from_dict`, :func:`with_overrides` (schema + registry checks).
 
@@ -21,17 +22,20 @@ from typing import Any
 
 _HOME = {
     "ALGORITHMS": "algorithms",
+    "ASYNC_ALGORITHMS": "algorithms",
     "ORACLES": "oracles",
     "oracle_params": "oracles",
     "oracle_spec": "oracles",
     "AlgorithmParams": "specs",
     "AlgorithmSpec": "specs",
+    "AsyncAlgorithmSpec": "specs",
     "OracleParams": "oracle_spec",
     "OracleSpec": "oracle_spec",
     "Run": "specs",
     "least_available": "oracle_spec",
     "algorithm_params": "validate",
     "algorithm_spec": "validate",
+    "is_asynchronous": "validate",
     "load_scenario": "validate",
     "scenario_from_dict": "validate",
     "validate": "validate",

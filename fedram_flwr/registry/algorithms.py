@@ -21,7 +21,8 @@ from fedram_flwr.message_api import algorithms as ma
 from fedram_flwr.registry.algorithms_rc_fl import QFFLParams, RFedFairChecks
 from fedram_flwr.registry.oracles import MARKOV
 from fedram_flwr.registry.params import OracleInformed
-from fedram_flwr.registry.specs import AlgorithmSpec, Hidden
+from fedram_flwr.registry.specs import AlgorithmSpec, AsyncAlgorithmSpec, Hidden
+from fedram_flwr.strategies.fedbuff import FedBuffCore
 
 
 # ------------------------------------------- what scenarios add beyond the cores
@@ -76,3 +77,18 @@ ALGORITHMS: dict[str, AlgorithmSpec[Any]] = {
         AlgorithmSpec("qffl", st.QFFL, ma.QFFL, params=QFFLParams),
     )
 }
+
+
+FEDBUFF_LEFT = (
+    "issue 28 item 4 leaves FedBuff's Message-API adapter (push and pull of messages) "
+    "for Flower's Simulation and Deployment Engines (docs/fedbuff.md)"
+)
+
+ASYNC_ALGORITHMS: dict[str, AsyncAlgorithmSpec[Any]] = {
+    spec.name: spec
+    for spec in (
+        # FedBuff (Nguyen et al., AISTATS 2022): buffered asynchronous aggregation
+        AsyncAlgorithmSpec("fedbuff", FedBuffCore, FEDBUFF_LEFT),
+    )
+}
+"""The asynchronous algorithms: in-process only (their event loop), no Flower strategy."""

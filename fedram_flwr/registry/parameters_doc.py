@@ -12,9 +12,9 @@ import typing
 from dataclasses import fields
 from typing import Any
 
-from fedram_flwr.registry.algorithms import ALGORITHMS
+from fedram_flwr.registry.algorithms import ALGORITHMS, ASYNC_ALGORITHMS
 from fedram_flwr.registry.params import KNOWN_READS, AlgorithmParams
-from fedram_flwr.registry.specs import AlgorithmSpec
+from fedram_flwr.registry.specs import AlgorithmSpec, AsyncAlgorithmSpec
 from fedram_flwr.strategies.hyper import declared, is_required, type_name
 
 HEADER = """# Parameters of every algorithm
@@ -34,10 +34,20 @@ the seed, `data-shares`: m_i / m, `known-*`: the oracle's hidden law, only with
 """
 
 
-def rows(spec: AlgorithmSpec[Any]) -> list[tuple[str, str, str, str, str]]:
+AnySpec = AlgorithmSpec[Any] | AsyncAlgorithmSpec[Any]
+
+
+def core_of(spec: AnySpec) -> type | None:
+    """The core class whose declarations ``spec``'s parameters are (None: q-FFL's)."""
+    if isinstance(spec, AsyncAlgorithmSpec):
+        return spec.core
+    return getattr(spec.strategy, "core_type", None)
+
+
+def rows(spec: AnySpec) -> list[tuple[str, str, str, str, str]]:
     """(name, type, default, allowed, meaning) of each of ``spec``'s parameters: the
     core's declarations, then what the scenario adds (``availability``)."""
-    core = getattr(spec.strategy, "core_type", None)
+    core = core_of(spec)
     out = []
     for f, h in declared(core) if core is not None else []:
         if h.run in KNOWN_READS and KNOWN_READS[h.run] not in spec.reads_hidden:
@@ -64,15 +74,19 @@ ADDED = {
 """The meaning of each key a scenario adds beyond the cores' declarations."""
 
 
-def algorithm_table(spec: AlgorithmSpec[Any]) -> str:
+def algorithm_table(spec: AnySpec) -> str:
     """One algorithm's section: its classes and the table of its parameters."""
-    lines = [
-        f"## `{spec.name}`",
-        "",
-        f"`{spec.strategy.__module__}.{spec.strategy.__name__}` / "
-        f"`{spec.message_strategy.__module__}.{spec.message_strategy.__name__}`",
-        "",
-    ]
+    if isinstance(spec, AsyncAlgorithmSpec):
+        classes = (
+            f"`{spec.core.__module__}.{spec.core.__name__}` (asynchronous: in-process only, "
+            "no Flower strategy yet; docs/fedbuff.md)"
+        )
+    else:
+        classes = (
+            f"`{spec.strategy.__module__}.{spec.strategy.__name__}` / "
+            f"`{spec.message_strategy.__module__}.{spec.message_strategy.__name__}`"
+        )
+    lines = [f"## `{spec.name}`", "", classes, ""]
     table = rows(spec)
     if not table:
         return "\n".join([*lines, _hand_written(spec.params), ""])
@@ -87,13 +101,14 @@ def _hand_written(params: type[AlgorithmParams]) -> str:
 
 def parameters_markdown() -> str:
     """``docs/parameters.md``: every algorithm of the registry, in its order."""
-    return "\n".join([HEADER, *(algorithm_table(spec) for spec in ALGORITHMS.values())])
+    specs = [*ALGORITHMS.values(), *ASYNC_ALGORITHMS.values()]
+    return "\n".join([HEADER, *(algorithm_table(spec) for spec in specs)])
 
 
 def show_lines(name: str, params: AlgorithmParams) -> list[str]:
     """What ``fedram show`` prints of algorithm ``name`` with the scenario's ``params``:
     one line per scenario key, its value, what is allowed and what it is."""
-    spec = ALGORITHMS[name]
+    spec = {**ALGORITHMS, **ASYNC_ALGORITHMS}[name]
     values = vars(params)
     out = [f"# algorithm.params of {name} (declared on its core):"]
     for n, _, default, allowed, meaning in rows(spec):

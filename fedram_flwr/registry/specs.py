@@ -91,6 +91,49 @@ class AlgorithmSpec(Generic[AP]):
             return self.message_strategy(**params.message_kwargs(run), **common)
 
 
+@dataclass(frozen=True)
+class AsyncAlgorithmSpec(Generic[AP]):
+    """One asynchronous algorithm (FedBuff): no round, so no Flower strategy yet.
+
+    ``core`` is its Flower-free core (its ``algorithm.params`` are derived from its
+    declarations, as :class:`AlgorithmSpec`'s; its clients are found by name on the client
+    side, :func:`~fedram_flwr.clients.message.objective_of`), ``left`` what is
+    not built yet (said when a Flower engine or API is asked for it). The in-process
+    engine runs it with its event loop
+    (:mod:`fedram_flwr.engines.fedbuff_in_process`)."""
+
+    name: str
+    core: type
+    left: str
+    reads_hidden: frozenset[Hidden] = frozenset()
+    scenario: type[AlgorithmParams] = AlgorithmParams
+    params: type[AP] = None  # type: ignore[assignment]  # derived
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "params", params_for(self.core, self.scenario, self.reads_hidden))
+
+    def refusal(self, where: str) -> ScenarioError:
+        """The error a Flower engine or API gives: which item is left."""
+        return ScenarioError(
+            f"algorithm.name: {self.name} is asynchronous and runs on the in-process engine "
+            f"with the legacy clients only (fedram run without --engine and --api); {where} "
+            f"is not built yet: {self.left}"
+        )
+
+    def build_core(self, params: AP, run: Run) -> Any:
+        """The core, from the scenario's params and what the run gives."""
+        with scenario_errors(params):
+            return self.core(**params.core_kwargs(run))
+
+    def build_strategy(self, params: AP, run: Run, initial: NDArrays, **common: Any) -> Strategy:
+        """Refuse: no legacy Flower strategy (:meth:`refusal`)."""
+        raise self.refusal("a legacy Flower strategy")
+
+    def build_message_strategy(self, params: AP, run: Run, **common: Any) -> MessageStrategy:
+        """Refuse: no Message-API strategy (:meth:`refusal`)."""
+        raise self.refusal("a Message-API strategy")
+
+
 @contextmanager
 def scenario_errors(params: AlgorithmParams) -> Iterator[None]:
     """A core's ``ValueError`` that names one of the scenario's fields (the core raises

@@ -21,10 +21,10 @@ from fedram_flwr.config import (
     parse_scenario_file,
     parse_with_overrides,
 )
-from fedram_flwr.registry.algorithms import ALGORITHMS
+from fedram_flwr.registry.algorithms import ALGORITHMS, ASYNC_ALGORITHMS
 from fedram_flwr.registry.checks import lookup
 from fedram_flwr.registry.oracles import ORACLES, oracle_params, oracle_spec
-from fedram_flwr.registry.specs import AlgorithmParams, AlgorithmSpec
+from fedram_flwr.registry.specs import AlgorithmParams, AlgorithmSpec, AsyncAlgorithmSpec
 from fedram_flwr.schema import build_dataclass
 
 
@@ -74,9 +74,15 @@ def _validate_one(scenario: Scenario) -> None:
 
 
 # ------------------------------------------------------------------ lookups
-def algorithm_spec(scenario: Scenario) -> AlgorithmSpec[Any]:
-    """The spec ``algorithm.name`` names."""
-    return lookup(ALGORITHMS, scenario.algorithm.name, "algorithm.name")
+def algorithm_spec(scenario: Scenario) -> AlgorithmSpec[Any] | AsyncAlgorithmSpec[Any]:
+    """The spec ``algorithm.name`` names (a synchronous or an asynchronous one)."""
+    table = {**ALGORITHMS, **ASYNC_ALGORITHMS}
+    return lookup(table, scenario.algorithm.name, "algorithm.name")
+
+
+def is_asynchronous(scenario: Scenario) -> bool:
+    """Whether ``algorithm.name`` is an asynchronous algorithm (in-process only)."""
+    return scenario.algorithm.name in ASYNC_ALGORITHMS
 
 
 def algorithm_params(scenario: Scenario) -> AlgorithmParams:

@@ -12,26 +12,28 @@ import pytest
 import yaml
 
 from fedram_flwr.cli import main
-from fedram_flwr.registry import ALGORITHMS
+from fedram_flwr.registry import ALGORITHMS, ASYNC_ALGORITHMS
 from fedram_flwr.registry.parameters_doc import parameters_markdown
 from fedram_flwr.registry.params import OracleInformed
 from fedram_flwr.strategies.hyper import declared
 from tests.helpers import TINY_GAUSSIAN, scenario_error
 
 ROOT = Path(__file__).resolve().parents[2]
-CORED = sorted(name for name in ALGORITHMS if name != "qffl")
+CORES = {name: spec.strategy.core_type for name, spec in ALGORITHMS.items() if name != "qffl"}
+CORES.update({name: spec.core for name, spec in ASYNC_ALGORITHMS.items()})
+CORED = sorted(CORES)
+BASE = {"fedbuff": {"concurrency": 3}}  # its default C = 10 is more than the 3 clients
 
 
 def raw_with(name: str, params: dict) -> dict:
     raw = copy.deepcopy(TINY_GAUSSIAN)
-    raw["algorithm"] = {"name": name, "params": params}
+    raw["algorithm"] = {"name": name, "params": {**BASE.get(name, {}), **params}}
     return raw
 
 
 @pytest.mark.parametrize("name", CORED)
 def test_the_scenario_keys_are_the_declared_ones_with_their_defaults(name: str) -> None:
-    spec = ALGORITHMS[name]
-    core = spec.strategy.core_type
+    spec, core = {**ALGORITHMS, **ASYNC_ALGORITHMS}[name], CORES[name]
     own = {f.name: f.default for f, h in declared(core) if h.run is None and h.run_default is None}
     fields = {f.name: f.default for f in dataclasses.fields(spec.params)}
     added = {"availability": "estimated"} if issubclass(spec.params, OracleInformed) else {}
@@ -43,7 +45,7 @@ def bad_values() -> list[tuple[str, str, object]]:
     """(algorithm, field, a value just outside its declared range or choices)."""
     out = []
     for name in CORED:
-        for f, h in declared(ALGORITHMS[name].strategy.core_type):
+        for f, h in declared(CORES[name]):
             if h.run is not None:
                 continue
             if h.choices:
