@@ -1,5 +1,7 @@
-"""The partition-id contract of the Message API, written once: the one query the project's
-Message-API strategies send to learn who a node is (the node's half, the query's name and
+"""The partition-id contract of the Message API, server side, written once.
+
+The one query the project's Message-API strategies send to learn who a node is (the
+node's half, the query's name and
 the handler :func:`partition_id_query` that answers it, is
 :mod:`fedram_flwr.partition_query`, which a ClientApp imports without the server side).
 :func:`grid_query` is the server's side: the transport of the
@@ -54,8 +56,22 @@ HANDLER_HINT = (
 
 
 def ask_partitions(grid: Grid, nodes: Iterable[int], timeout: float) -> list[Message]:
-    """One ``"query.partition_id"`` message to each of ``nodes``, all in one
-    ``send_and_receive``; the replies that came within ``timeout`` seconds."""
+    """Send one ``"query.partition_id"`` message to each of ``nodes``, in one call.
+
+    Parameters
+    ----------
+    grid : Grid
+        The run's grid.
+    nodes : iterable of int
+        Flower node ids.
+    timeout : float
+        Seconds, > 0: how long ``send_and_receive`` waits for the replies.
+
+    Returns
+    -------
+    list of Message
+        The replies that came within ``timeout``.
+    """
     messages = [
         Message(RecordDict(), dst_node_id=node, message_type=PARTITION_QUERY) for node in nodes
     ]
@@ -63,11 +79,22 @@ def ask_partitions(grid: Grid, nodes: Iterable[int], timeout: float) -> list[Mes
 
 
 def placement_of(reply: Message, num_clients: int | None = None) -> Placement | AvailabilityError:
-    """A reply to the partition-id query as the node's
-    :class:`~fedram_flwr.partition_directory.Placement`, or the
-    :class:`AvailabilityError` that says what to add (for a federation of
-    ``num_clients``, when known) when the node could not answer or has no
-    ``partition-id`` (the directory checks the id's range)."""
+    """Read a reply to the partition-id query as the node's placement.
+
+    Parameters
+    ----------
+    reply : Message
+        A node's reply to the partition-id query.
+    num_clients : int, optional
+        The federation's size, when known (the errors name it).
+
+    Returns
+    -------
+    Placement or AvailabilityError
+        The node's :class:`~fedram_flwr.partition_directory.Placement`, or the error
+        that says what to add when the node could not answer or has no
+        ``partition-id`` (the directory checks the id's range).
+    """
     node = int(reply.metadata.src_node_id)
     n = "N" if num_clients is None else num_clients
     last = "N-1" if num_clients is None else num_clients - 1
@@ -94,10 +121,24 @@ def placement_of(reply: Message, num_clients: int | None = None) -> Placement | 
 
 
 def grid_query(grid: Grid, num_clients: int | None = None) -> Query[int]:
-    """The Message-API transport of the partition directory: one query message to each
-    asked node, in one ``send_and_receive`` on ``grid`` with the directory's timeout; a
-    node whose reply did not come in time is absent from the answers (``num_clients``:
-    the federation's size its errors name, when known)."""
+    """Return the Message-API transport of the partition directory.
+
+    One query message to each asked node, in one ``send_and_receive`` on ``grid`` with
+    the directory's timeout; a node whose reply did not come in time is absent from the
+    answers.
+
+    Parameters
+    ----------
+    grid : Grid
+        The run's grid.
+    num_clients : int, optional
+        The federation's size its errors name, when known.
+
+    Returns
+    -------
+    Query
+        nodes, timeout -> {node: placement or error}.
+    """
 
     def ask(nodes: Sequence[int], timeout: float) -> dict[int, Placement | AvailabilityError]:
         return {
@@ -109,18 +150,30 @@ def grid_query(grid: Grid, num_clients: int | None = None) -> Query[int]:
 
 
 def check_federation_size(grid: Grid, directory: PartitionDirectory[int]) -> None:
-    """Fail at once when the federation is known to have fewer nodes than the oracle's
-    ``num_clients`` (the directory's), instead of waiting ``wait_timeout`` for nodes that
-    cannot come.
+    """Fail at once when the federation is known to have too few nodes.
 
-    The count is known to be final when every node connected now reports, through the
-    partition-id query (asked through ``directory``: a node it places is not asked
+    Too few: fewer than the oracle's ``num_clients`` (the directory's); failing at once
+    beats waiting ``wait_timeout`` for nodes that cannot come. The count is known to be
+    final when every node connected now reports, through the partition-id query (asked through ``directory``: a node it places is not asked
     again), the federation's size in its node_config's ``num-partitions`` (the
     Simulation Engine sets it to ``num-supernodes`` and registers every node before the
     ServerApp starts; ``flower-supernode --node-config "... num-partitions=N"`` in
     deployment): if all say N < ``num_clients``, an :class:`AvailabilityError` names
     both numbers. Otherwise (enough nodes, none yet, a node that does not say, or N large
-    enough while SuperNodes are still connecting) it returns and the caller waits."""
+    enough while SuperNodes are still connecting) it returns and the caller waits.
+
+    Parameters
+    ----------
+    grid : Grid
+        The run's grid.
+    directory : PartitionDirectory
+        The run's partition directory (its ``num_clients`` is the oracle's).
+
+    Raises
+    ------
+    AvailabilityError
+        If every connected node says num-partitions N < ``num_clients``.
+    """
     num_clients = directory.num_clients
     nodes = sorted({int(i) for i in grid.get_node_ids()})
     if num_clients is None or not nodes or len(nodes) >= num_clients:
