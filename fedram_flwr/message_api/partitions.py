@@ -158,10 +158,10 @@ def check_federation_size(grid: Grid, directory: PartitionDirectory[int]) -> Non
     through ``directory``: a node it places is not asked again), the federation's size in
     its node_config's ``num-partitions`` (the Simulation Engine sets it to
     ``num-supernodes`` and registers every node before the ServerApp starts;
-    ``flower-supernode --node-config "... num-partitions=N"`` in deployment): if all say N < ``num_clients``,
-    an :class:`AvailabilityError` names both numbers. Otherwise (enough nodes, none yet, a
-    node that does not say, or N large enough while SuperNodes are still connecting) it
-    returns and the caller waits.
+    ``flower-supernode --node-config "... num-partitions=N"`` in deployment): if all say
+    N < ``num_clients``, an :class:`AvailabilityError` names both numbers. Otherwise
+    (enough nodes, none yet, a node that does not say, or N large enough while SuperNodes
+    are still connecting) it returns and the caller waits.
 
     Parameters
     ----------
