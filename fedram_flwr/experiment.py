@@ -22,7 +22,13 @@ from fedram_flwr.availability import OracleClientManager
 from fedram_flwr.config import Scenario
 from fedram_flwr.data import FederatedData, load_federated_data
 from fedram_flwr.evaluation import EvaluateFn, make_evaluate_fn
-from fedram_flwr.models import build_model, get_weights, on_device, resolve_device
+from fedram_flwr.models import (
+    build_model,
+    fix_tensors,
+    get_weights,
+    on_device,
+    resolve_device,
+)
 from fedram_flwr.protocol import SERVER_ROUND
 from fedram_flwr.registry import algorithm_params, algorithm_spec, oracle_params, oracle_spec
 from fedram_flwr.registry.specs import RoundLaw
@@ -107,9 +113,10 @@ class Experiment:
     def _shared_model(self) -> tuple[nn.Module, list[torch.Tensor], list[torch.Tensor]]:
         """(the model, its state tensors, copies of their initial values): the state
         tensors stay the model's (everything writes them in place), so they are
-        listed once instead of by a ``state_dict()`` traversal per client."""
+        listed once instead of by a ``state_dict()`` traversal per client
+        (:func:`~fedram_flwr.models.fix_tensors`, which local training reads too)."""
         model = self.new_model()
-        state = list(model.state_dict().values())
+        state = fix_tensors(model).state
         return model, state, [v.clone() for v in state]
 
     @torch.no_grad()
