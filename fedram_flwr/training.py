@@ -106,8 +106,10 @@ def sgd_passes(
         step_losses += pass_losses
         if taken == steps:
             break
-    # One host copy of the float32 losses, averaged in float64 as each loss.item() was.
-    values = torch.stack(step_losses).cpu().tolist()
+    # One host copy of the float32 losses, averaged in float64 as each loss.item() was
+    # (on the CPU each loss.item() itself: there is nothing to copy, and it costs less).
+    on_cpu = step_losses[0].device.type == "cpu"
+    values = [v.item() for v in step_losses] if on_cpu else torch.stack(step_losses).tolist()
     if losses is not None:
         losses += values
     return mean_of(values if steps is not None else values[-len(pass_losses) :]), taken
