@@ -119,11 +119,11 @@ class Experiment:
         state = fix_tensors(model).state
         return model, state, [v.clone() for v in state]
 
-    @torch.no_grad()
     def client_model(self) -> nn.Module:
         """The one model object the clients built here share (a process runs one client
         at a time; each loads the received weights before it trains), reset to the
-        seeded initial weights, as :meth:`new_model` would build it, at a copy's cost."""
+        seeded initial weights, as :meth:`new_model` would build it, at a copy's cost
+        (into the detached state tensors: no autograd history, no ``no_grad`` needed)."""
         model, state, initial = self._shared_model
         for v, w in zip(state, initial):
             v.copy_(w)

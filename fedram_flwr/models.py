@@ -227,11 +227,11 @@ def get_weights(model: nn.Module) -> list[np.ndarray]:
     return [v.detach().cpu().numpy().copy() for v in state_tensors(model)]
 
 
-@torch.no_grad()
 def set_weights(model: nn.Module, weights: Sequence[np.ndarray]) -> None:
     """Copy ``weights`` into the model's state in place (onto its device): the
     ``copy_`` that ``load_state_dict`` does, without its per-module traversal (~5x
-    cheaper for a small model, the same values)."""
+    cheaper for a small model, the same values). The state tensors are detached views
+    (``state_dict()``'s), so the copies record no autograd history without ``no_grad``."""
     state = state_tensors(model)
     if len(weights) != len(state):
         raise ValueError(f"expected {len(state)} parameter arrays, got {len(weights)}")
