@@ -1,5 +1,7 @@
-"""CA-Fed client: reports its loss at the received model, then trains (Alg. 1, lines 3
-and 8-11); on request it also reports its minimum local loss F_k*."""
+"""CA-Fed client: reports its loss at the received model, then trains.
+
+CA-Fed Alg. 1, lines 3 and 8-11; on request it also reports its minimum local loss F_k*.
+"""
 
 from __future__ import annotations
 
@@ -25,10 +27,29 @@ def local_optimum_loss(
     weight_decay: float,
     iterations: int = 200,
 ) -> float:
-    """F_k* of the client's data: the mean cross-entropy on (x, y) at the minimiser of
-    mean cross-entropy + (weight_decay / 2) ||w||^2 (the ridge objective local SGD
-    optimises, CA-Fed Sec. V-A b), found by full-batch L-BFGS from ``model``'s weights
-    (``model`` is changed). Strongly convex for the linear model when weight_decay > 0."""
+    """Compute F_k*, the client's minimum local loss.
+
+    The mean cross-entropy on (x, y) at the minimiser of mean cross-entropy +
+    (weight_decay / 2) ||w||^2 (the ridge objective local SGD optimises, CA-Fed
+    Sec. V-A b), found by full-batch L-BFGS from ``model``'s weights. Strongly convex
+    for the linear model when weight_decay > 0.
+
+    Parameters
+    ----------
+    model : nn.Module
+        Starting point; changed (it ends at the minimiser).
+    x, y : np.ndarray or torch.Tensor
+        All the client's inputs and labels.
+    weight_decay : float
+        The ridge coefficient mu, >= 0.
+    iterations : int
+        L-BFGS's maximum iterations, >= 1.
+
+    Returns
+    -------
+    float
+        F_k*, the data loss (without the ridge term), >= 0.
+    """
     params = list(model.parameters())
     xt, yt = on_device(x, params[0].device), on_device(y, params[0].device)
     opt = torch.optim.LBFGS(
@@ -54,8 +75,22 @@ def local_optimum_loss(
 
 
 def local_optimum(trainer: LocalTrainer, theta: NDArrays, state: RecordDict) -> float:
-    """F_k* (:func:`local_optimum_loss` from theta on all the client's data), computed
-    once and kept in ``state`` (``Context.state``)."""
+    """Return F_k*, computed once and kept in ``state`` (``Context.state``).
+
+    Parameters
+    ----------
+    trainer : LocalTrainer
+        The client's model and data.
+    theta : NDArrays
+        The starting point of :func:`local_optimum_loss` (on all the client's data).
+    state : RecordDict
+        The client's ``Context.state``.
+
+    Returns
+    -------
+    float
+        F_k*.
+    """
     if LOCAL_OPTIMUM not in state:
         set_weights(trainer.model, theta)
         x, y = trainer.data.full()
@@ -67,18 +102,38 @@ def local_optimum(trainer: LocalTrainer, theta: NDArrays, state: RecordDict) -> 
 def fit_ca_fed(
     trainer: LocalTrainer, parameters: NDArrays, config: Mapping[str, Any], state: RecordDict
 ) -> FitResult:
-    """ERM local training (eq. 2) that also returns F_k^(t) = F_k(w_{t,0}, B_{t,0}),
-    the mean loss of its first mini-batch at the received model, as the fit metric
-    ``received-loss``. That value is the first SGD step's own forward pass, read from
-    the losses local SGD copies to the host once (``losses`` of
-    :func:`~fedram_flwr.training.sgd_passes`; training is ERM's, op for op): the report
-    costs no extra computation. It is the data loss: a ridge penalty given as
-    ``training.weight_decay`` (CA-Fed Sec. V-A b) acts in SGD's step and is not in it;
-    (mu/2)||w_t||^2 is the same for every client of round t, but F_hat* compares
-    rounds, so F_hat - F_hat* omits (mu/2)(||w_t||^2 - ||w_s||^2).
+    """Train as ERM (CA-Fed eq. 2) and report the loss at the received model.
+
+    Also returns F_k^(t) = F_k(w_{t,0}, B_{t,0}), the mean loss of its first mini-batch at the
+    received model, as the fit metric ``received-loss``. That value is the first SGD step's own
+    forward pass, read from the losses local SGD copies to the host once (``losses`` of
+    :func:`~fedram_flwr.training.sgd_passes`; training is ERM's, op for op): the report costs no
+    extra computation. It is the data loss: a ridge penalty given as ``training.weight_decay``
+    (CA-Fed Sec. V-A b) acts in SGD's step and is not in it; (mu/2)||w_t||^2 is the same for every
+    client of round t, but F_hat* compares rounds, so F_hat - F_hat* omits (mu/2)(||w_t||^2 -
+    ||w_s||^2).
 
     When the train config carries ``report-local-optimum`` (CA-Fed with ``loss_floor:
-    local-optimum``) it also returns ``local-optimum-loss``, :func:`local_optimum`."""
+    local-optimum``) it also returns ``local-optimum-loss``, :func:`local_optimum`.
+
+    Parameters
+    ----------
+    trainer : LocalTrainer
+        The client's model, data and training settings.
+    parameters : NDArrays
+        The received model's arrays.
+    config : Mapping[str, Any]
+        The round's train config (``server-round``, optional ``lr``, ``local-epochs``, optional
+        ``report-local-optimum``).
+    state : RecordDict
+        The client's persistent ``Context.state`` (keeps F_k*).
+
+    Returns
+    -------
+    FitResult
+        Flower's fit triple: the trained model's arrays, m_i (the client's number of examples) and
+        the fit metrics (``train-loss``, ``received-loss``, and ``local-optimum-loss`` on request).
+    """
     floor = (
         {LOCAL_OPTIMUM: local_optimum(trainer, parameters, state)}
         if config.get(REPORT_LOCAL_OPTIMUM)
@@ -98,7 +153,10 @@ def fit_ca_fed(
 
 
 class CAFedClient(ERMClient):
-    """CA-Fed's (and AFL's, q-FFL's) NumPyClient: :func:`fit_ca_fed` on the client's data,
-    F_k* kept in its ``Context.state``."""
+    """CA-Fed's (and AFL's, q-FFL's) NumPyClient: :func:`fit_ca_fed` on the client's data.
+
+    F_k* is kept in its ``Context.state``. Constructor parameters:
+    :class:`~fedram_flwr.clients.erm.ERMClient`'s.
+    """
 
     local_fit = staticmethod(fit_ca_fed)

@@ -33,24 +33,67 @@ LocalFit = Callable[[LocalTrainer, NDArrays, Mapping[str, Any], RecordDict], Fit
 def fit_erm(
     trainer: LocalTrainer, parameters: NDArrays, config: Mapping[str, Any], state: RecordDict
 ) -> FitResult:
-    """Train the received model by local SGD on the mean loss (eq. 2); ``state`` unused."""
+    """Train the received model by local SGD on the mean loss (CA-Fed eq. 2).
+
+    Parameters
+    ----------
+    trainer : LocalTrainer
+        The client's model, data and training settings.
+    parameters : NDArrays
+        The received model's arrays.
+    config : Mapping[str, Any]
+        The round's train config (``server-round``, optional ``lr``, ``local-epochs``).
+    state : RecordDict
+        The client's persistent ``Context.state`` (unused).
+
+    Returns
+    -------
+    FitResult
+        Flower's fit triple: the trained model's arrays, m_i (the client's number of examples) and
+        the fit metrics (``train-loss``).
+    """
     run = trainer.train(parameters, config)
     return get_weights(trainer.model), trainer.num_examples, run.metrics
 
 
 class ERMClient(NumPyClient):
-    """Trains the received model for H local epochs (or ``local_steps`` steps) of SGD
-    on its mean loss.
+    """FedAvg's legacy NumPyClient: local SGD on the client's mean loss.
 
-    Fit config: ``server-round`` (seeds the batch order from (seed, round, id)),
-    optionally ``lr``, ``local-epochs``, ``batch-size`` overriding the defaults.
-    ``drop_last``: ``training.drop_last`` (see ``local_sgd``); ``lr_schedule``:
-    ``training.lr_schedule`` (see :mod:`fedram_flwr.lr_schedule`). ``state`` is the client's
-    persistent ``Context.state`` (Flower re-creates client objects; what must survive
-    between rounds lives there). ``x``, ``y``: arrays, or tensors already on the model's
-    device (:meth:`~fedram_flwr.experiment.Experiment.client_data`); ``model`` may be
-    shared by clients that run one at a time (``fit`` loads the received weights first).
-    Subclasses set ``local_fit``, their local objective.
+    Trains the received model for H local epochs (or ``local_steps`` steps) of SGD on
+    its mean loss (:func:`fit_erm`). Fit config: ``server-round`` (seeds the batch order
+    from (seed, round, id)), optionally ``lr``, ``local-epochs``, ``batch-size``
+    overriding the defaults. Subclasses set ``local_fit``, their local objective.
+
+    Parameters
+    ----------
+    partition_id : int
+        The client's partition id, in 0..K-1.
+    model : nn.Module
+        The torch model; may be shared by clients that run one at a time (``fit`` loads
+        the received weights first).
+    x, y : np.ndarray or torch.Tensor
+        The client's inputs and labels: arrays, or tensors already on the model's device
+        (:meth:`~fedram_flwr.node.NodeExperiment.client_data`).
+    lr : float
+        Default step size, > 0.
+    local_epochs : int
+        Default H, passes over the data per round, >= 1.
+    batch_size : int
+        Examples per mini-batch, >= 1.
+    seed : int
+        The scenario seed the batch order is drawn with.
+    local_steps : int, optional
+        Exactly this many SGD steps per round (>= 1) instead of ``local_epochs``.
+    weight_decay : float
+        SGD's L2 weight decay, >= 0.
+    drop_last : bool
+        ``training.drop_last``: floor(n / B) full batches per pass, not ceil(n / B) (see
+        ``local_sgd``, :func:`~fedram_flwr.client_data.batches_per_pass`).
+    state : RecordDict, optional
+        The client's persistent ``Context.state`` (Flower re-creates client objects;
+        what must survive between rounds lives there); None: a fresh one.
+    lr_schedule : str
+        ``training.lr_schedule`` (see :mod:`fedram_flwr.lr_schedule`).
     """
 
     local_fit: LocalFit = staticmethod(fit_erm)
@@ -83,7 +126,7 @@ class ERMClient(NumPyClient):
 
     @property
     def trainer(self) -> LocalTrainer:
-        """This client's local training, on its arrays in the seeded batch order."""
+        """The client's local training, on its arrays in the seeded batch order."""
         data = ArrayData(
             self.x,
             self.y,
@@ -105,10 +148,19 @@ class ERMClient(NumPyClient):
         )
 
     def get_properties(self, config: dict[str, Scalar]) -> dict[str, Scalar]:
+        """Return ``partition-id`` and ``num-examples`` (m_i); ``config`` is unused."""
         return {PARTITION_ID: self.partition_id, NUM_EXAMPLES: len(self.y)}
 
     def get_parameters(self, config: dict[str, Scalar]) -> NDArrays:
+        """Return the model's current arrays; ``config`` is unused."""
         return get_weights(self.model)
 
     def fit(self, parameters: NDArrays, config: dict[str, Scalar]) -> FitResult:
+        """Run this client's ``local_fit`` on the received arrays and train config.
+
+        Returns
+        -------
+        FitResult
+            Flower's fit triple: the arrays sent back, m_i and the fit metrics.
+        """
         return self.local_fit(self.trainer, parameters, config, self.state)

@@ -1,6 +1,7 @@
-"""Client building blocks for Flower's Message API: what a user's ``@app.train()`` and
-``@app.evaluate()`` handlers call to train the project's local objectives with the user's
-own torch model, data loader and optimizer.
+"""Client building blocks for Flower's Message API.
+
+What a user's ``@app.train()`` and ``@app.evaluate()`` handlers call to train the
+project's local objectives with the user's own torch model, data loader and optimizer.
 
 Each ``train_*`` block reads the wire contract (docs/API.md; ``fedram_flwr.protocol``):
 the message's ``"arrays"`` ArrayRecord (the model's arrays, packed with t, eta or the
@@ -38,7 +39,7 @@ from fedram_flwr.clients.ca_fed import CAFedClient
 from fedram_flwr.clients.cvar import CVaRClient
 from fedram_flwr.clients.erm import ERMClient, FitResult
 from fedram_flwr.clients.rc_fl import RCFLClient
-from fedram_flwr.clients.scaffold import ScaffoldClient
+from fedram_flwr.clients.scaffold import AmplifiedScaffoldClient, ScaffoldClient
 from fedram_flwr.clients.wire import (
     ARRAYS,
     METRICS,
@@ -64,6 +65,7 @@ from fedram_flwr.protocol import (
     LR_T,
     NUM_EXAMPLES,
     PARTITION_ID,
+    PERIOD,
     RCFL_ALPHA,
     RCFL_MU,
     RCFL_P,
@@ -78,12 +80,29 @@ from fedram_flwr.training import LocalTrainer
 
 @dataclass(frozen=True)
 class Objective:
-    """One local objective as a Message-API building block: ``block(msg, context, model,
-    trainloader, lr=..., epochs=...)`` returns the reply Message. ``client`` is the legacy
-    NumPyClient whose local fit it runs; ``config_keys`` the train-config keys its
-    strategy always sends, ``optional_keys`` those it may send; ``metrics`` the reply
-    metrics its strategy reads beyond ``num-examples``, ``partition-id`` and
-    ``train-loss``."""
+    """One local objective as a Message-API building block.
+
+    ``block(msg, context, model, trainloader, lr=..., epochs=...)`` returns the reply
+    Message (:meth:`__call__`).
+
+    Parameters
+    ----------
+    block, algorithm : str
+        The block's name and the algorithm(s) whose strategy it answers, for errors.
+    client : type of ERMClient
+        The legacy NumPyClient whose local fit it runs.
+    layout : Layout
+        How the strategy sends the model (alone, with t or eta, with a control variate).
+    config_keys, optional_keys : tuple of str
+        The train-config keys its strategy always sends, and those it may send.
+    metrics : tuple of str
+        The reply metrics its strategy reads beyond ``num-examples``, ``partition-id``
+        and ``train-loss``.
+    algorithms : tuple of str
+        The scenario names (``algorithm.name``) whose strategies it answers
+        (:func:`objective_of`: the project's ClientApp finds its objective there,
+        without the registry).
+    """
 
     block: str
     algorithm: str
@@ -92,6 +111,7 @@ class Objective:
     config_keys: tuple[str, ...] = ()
     metrics: tuple[str, ...] = ()
     optional_keys: tuple[str, ...] = ()
+    algorithms: tuple[str, ...] = ()
 
     def __call__(
         self,
@@ -110,15 +130,43 @@ class Objective:
     ) -> Message:
         """Train ``model`` on ``trainloader`` for the received message; return the reply.
 
-        ``lr``: the step size, unless the train config sends ``lr``; ``epochs`` passes
-        over the loader (the config's ``local-epochs`` overrides), or exactly ``steps``
-        SGD steps; ``weight_decay`` as SGD's; ``to_xy`` turns a batch into (inputs,
-        labels) (default: an (x, y) pair; dict batches need e.g. ``lambda b: (b["img"],
-        b["label"])``); batches move to ``device`` (default: the model's).
-        ``optimizer``: the app's own, an instance over ``model.parameters()`` or a
-        factory ``params -> optimizer``, stepping instead of plain SGD (the round's
-        ``lr`` set on it; :mod:`fedram_flwr.optimizers`; what each objective does with it:
-        docs/API.md)."""
+        Parameters
+        ----------
+        msg, context : Message, Context
+            The ``@app.train()`` handler's arguments.
+        model : nn.Module
+            The app's torch model; the received arrays are loaded into it first.
+        trainloader : iterable
+            The client's training batches.
+        lr : float, optional
+            The step size (> 0), unless the train config sends ``lr``.
+        epochs : int
+            Passes over the loader, >= 1 (the config's ``local-epochs`` overrides).
+        steps : int, optional
+            Exactly this many SGD steps (>= 1) instead of ``epochs``.
+        weight_decay : float
+            As SGD's, >= 0; not with ``optimizer``.
+        to_xy : callable, optional
+            Turns a batch into (inputs, labels) (default: an (x, y) pair; dict batches
+            need e.g. ``lambda b: (b["img"], b["label"])``).
+        device : torch.device or str, optional
+            Where batches move (default: the model's device).
+        optimizer : OptimizerSpec, optional
+            The app's own, an instance over ``model.parameters()`` or a factory
+            ``params -> optimizer``, stepping instead of plain SGD (the round's ``lr``
+            set on it; :mod:`fedram_flwr.optimizers`; what each objective does with it:
+            docs/API.md).
+
+        Returns
+        -------
+        Message
+            The reply: ``"arrays"`` and ``"metrics"`` (``num-examples`` and the fit's).
+
+        Raises
+        ------
+        ValueError
+            Naming the key, the algorithm and the fix, on a breach of the contract.
+        """
         local = self.local(
             msg, context, optimizer=optimizer, to_xy=to_xy, steps=steps, weight_decay=weight_decay
         )
@@ -135,8 +183,10 @@ class Objective:
         steps: int | None = None,
         weight_decay: float = 0.0,
     ) -> LocalTraining:
-        """This objective's round in the shape of a Flower app's own training (see
-        :class:`LocalTraining`); arguments as for calling the block."""
+        """Return this objective's round in the shape of a Flower app's own training.
+
+        See :class:`LocalTraining`; arguments as for calling the block.
+        """
         if optimizer is not None:
             check_spec(optimizer, self.block)
             if weight_decay:
@@ -167,9 +217,11 @@ class Objective:
         config: Mapping[str, Any],
         content: RecordDict | None = None,
     ) -> Message:
-        """The checked reply to ``msg``: the fit's arrays and metrics, in the app's
-        ``content`` where given (its other records kept, its metrics beside ours; ours
-        win where both have a key)."""
+        """Build the checked reply to ``msg`` from the fit's arrays and metrics.
+
+        They go in the app's ``content`` where given (its other records kept, its
+        metrics beside ours; ours win where both have a key).
+        """
         ours = reply_content(fit, list(msg.content[ARRAYS].keys()))
         if content is not None:
             app_metrics = content.metric_records.get(METRICS, MetricRecord())
@@ -195,7 +247,7 @@ class Objective:
             )
 
     def check_arrays(self, arrays: list, model: nn.Module) -> None:
-        """The server sent ``layout.count(n)`` arrays for the model's n."""
+        """Check that the server sent ``layout.count(n)`` arrays for the model's n."""
         n = len(model.state_dict())
         if len(arrays) != self.layout.count(n):
             raise ValueError(
@@ -206,7 +258,7 @@ class Objective:
             )
 
     def check_reply(self, content: RecordDict, config: Mapping[str, Any]) -> None:
-        """The reply carries the arrays and every metric the strategy reads."""
+        """Check that the reply carries the arrays and every metric the strategy reads."""
         needed = [NUM_EXAMPLES, PARTITION_ID, TRAIN_LOSS, *self.metrics]
         if config.get(REPORT_LOCAL_OPTIMUM):
             needed.append(LOCAL_OPTIMUM)
@@ -222,11 +274,13 @@ class Objective:
 
 @dataclass
 class LocalTraining:
-    """One round of an objective in the shape of a Flower app's own training, so a
-    handler keeps its lines: ``train(model, trainloader, epochs, lr, device)`` has the
-    signature of Flower's quickstart ``train`` function and returns the train loss;
+    """One round of an objective in the shape of a Flower app's own training.
+
+    So a handler keeps its lines: ``train(model, trainloader, epochs, lr, device)`` has
+    the signature of Flower's quickstart ``train`` function and returns the train loss;
     ``reply(content)`` answers the message with the app's reply content, the objective's
-    arrays (t, eta or the control after the model's) and metrics put in. ::
+    arrays (t, eta or the control after the model's) and metrics put in. Made by
+    :meth:`Objective.local`, whose arguments its fields are. ::
 
         local = train_cvar.local(msg, context, optimizer=..., to_xy=...)
         train_loss = local.train(model, trainloader, epochs, lr, device)
@@ -251,8 +305,15 @@ class LocalTraining:
         lr: float | None = None,
         device: torch.device | str | None = None,
     ) -> float:
-        """Train ``model`` on ``trainloader`` (the received arrays loaded first); return
-        ``train-loss``. Arguments as for calling the block."""
+        """Train ``model`` on ``trainloader``, the received arrays loaded first.
+
+        Arguments as for calling the block (:meth:`Objective.__call__`).
+
+        Returns
+        -------
+        float
+            ``train-loss``: the mean mini-batch loss of the last local epoch.
+        """
         device = device or next(model.parameters()).device
         data = LoaderData(trainloader, to_xy=self.to_xy, device=device)
         block, pid = self.objective.block, partition_id(self.context)
@@ -264,8 +325,18 @@ class LocalTraining:
         return float(self.done[0][2][TRAIN_LOSS])
 
     def reply(self, content: RecordDict | None = None) -> Message:
-        """The reply Message: ``content`` (the app's, or none) with this round's arrays
-        and metrics; an error before :meth:`train`."""
+        """Return the reply Message: ``content`` with this round's arrays and metrics.
+
+        Parameters
+        ----------
+        content : RecordDict, optional
+            The app's own reply records, or none.
+
+        Raises
+        ------
+        ValueError
+            Before :meth:`train`.
+        """
         if self.done is None:
             raise ValueError(
                 f"{self.objective.block}: reply() before train(): call "
@@ -282,6 +353,7 @@ train_cvar = Objective(
     WITH_THRESHOLD,
     (CVAR_ALPHA, CVAR_GAMMA, LR_T),
     (THRESHOLD_T,),
+    algorithms=("fed-cvar-avg",),
 )
 train_rcfl = Objective(
     "train_rcfl",
@@ -290,24 +362,61 @@ train_rcfl = Objective(
     WITH_THRESHOLD,
     (RCFL_ALPHA, RCFL_P, RCFL_MU, LR_ETA),
     (THRESHOLD_ETA,),
+    algorithms=("rfedfair",),
 )
-train_scaffold = Objective("train_scaffold", "SCAFFOLD", ScaffoldClient, WITH_CONTROL)
+train_scaffold = Objective(
+    "train_scaffold", "SCAFFOLD", ScaffoldClient, WITH_CONTROL, algorithms=("scaffold",)
+)
+train_amplified_scaffold = Objective(
+    "train_amplified_scaffold",
+    "Amplified SCAFFOLD",
+    AmplifiedScaffoldClient,
+    WITH_CONTROL,
+    (PERIOD,),
+    algorithms=("amplified-scaffold",),
+)
 train_ca_fed = Objective(
     "train_ca_fed",
     "CA-Fed, AFL or q-FFL",
     CAFedClient,
     metrics=(RECEIVED_LOSS,),
     optional_keys=(REPORT_LOCAL_OPTIMUM,),
+    algorithms=("ca-fed", "afl", "qffl"),
 )
-OBJECTIVES = (train_erm, train_cvar, train_rcfl, train_scaffold, train_ca_fed)
+OBJECTIVES = (
+    train_erm,
+    train_cvar,
+    train_rcfl,
+    train_scaffold,
+    train_amplified_scaffold,
+    train_ca_fed,
+)
 
 
 def objective_for(client: type[ERMClient]) -> Objective:
-    """The block that runs the local fit of the legacy NumPyClient class ``client``."""
+    """Return the block that runs the local fit of the legacy NumPyClient class ``client``."""
     for objective in OBJECTIVES:
         if objective.client is client:
             return objective
     raise ValueError(f"no Message-API block for {client.__name__}")
+
+
+def objective_of(algorithm: str) -> Objective:
+    """Find the objective that answers the strategy of ``algorithm``.
+
+    Parameters
+    ----------
+    algorithm : str
+        A scenario's ``algorithm.name``.
+
+    Returns
+    -------
+    Objective
+        The one whose ``algorithms`` name it, else plain local SGD (:data:`train_erm`:
+        FedAvg and every algorithm whose server alone differs).
+    """
+    named = [objective for objective in OBJECTIVES if algorithm in objective.algorithms]
+    return named[0] if named else train_erm
 
 
 def evaluate(
@@ -319,10 +428,30 @@ def evaluate(
     to_xy: Callable[[Any], Batch] | None = None,
     device: torch.device | str | None = None,
 ) -> Message:
-    """An ``@app.evaluate()`` reply: ``eval-loss`` (mean cross-entropy) and
-    ``eval-accuracy`` of the received model on ``testloader``, with ``num-examples`` and
-    ``partition-id``. The model's arrays are taken out of whatever the algorithm sends
-    (t, eta or SCAFFOLD's control after them)."""
+    """Evaluate the received model on ``testloader`` for an ``@app.evaluate()`` handler.
+
+    The model's arrays are taken out of whatever the algorithm sends (t, eta or
+    SCAFFOLD's control after them).
+
+    Parameters
+    ----------
+    msg, context : Message, Context
+        The handler's arguments.
+    model : nn.Module
+        The app's torch model; the received arrays are loaded into it.
+    testloader : iterable
+        The client's test batches.
+    to_xy : callable, optional
+        Turns a batch into (inputs, labels), as for the train blocks.
+    device : torch.device or str, optional
+        Where batches move (default: the model's device).
+
+    Returns
+    -------
+    Message
+        The reply: ``eval-loss`` (mean cross-entropy), ``eval-accuracy`` (in [0, 1]),
+        ``num-examples`` and ``partition-id``.
+    """
     arrays, _ = received(msg, "evaluate")
     set_weights(model, layout_of(arrays, model, "evaluate").model(arrays))
     device = device or next(model.parameters()).device

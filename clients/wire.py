@@ -1,8 +1,10 @@
-"""The wire contract a Message-API block reads and answers (docs/API.md;
-``fedram_flwr.protocol``): the record keys, how a model's arrays travel (alone, with t or
-eta, with SCAFFOLD's control variate: :class:`Layout`), the node's partition id, the
-received arrays and config, and the reply's records. Errors name what is missing and the
-fix."""
+"""The wire contract a Message-API block reads and answers.
+
+See docs/API.md and ``fedram_flwr.protocol``: the record keys, how a model's arrays
+travel (alone, with t or eta, with SCAFFOLD's control variate: :class:`Layout`), the
+node's partition id, the received arrays and config, and the reply's records. Errors
+name what is missing and the fix.
+"""
 
 from __future__ import annotations
 
@@ -23,8 +25,19 @@ ARRAYS, CONFIG, METRICS = "arrays", "config", "metrics"
 
 @dataclass(frozen=True)
 class Layout:
-    """How a model of n arrays travels: ``count(n)`` arrays on the wire; ``model``
-    takes the model's own arrays out of them."""
+    """How a model of n arrays travels on the wire.
+
+    Parameters
+    ----------
+    what : str
+        The layout in words, for errors.
+    count : callable
+        n -> the number of arrays on the wire.
+    model : callable
+        The wire's arrays -> the model's own arrays.
+    initial : str
+        The ``initial_arrays`` a server gives for this layout, for errors.
+    """
 
     what: str
     count: Callable[[int], int]
@@ -49,7 +62,23 @@ LAYOUTS = (MODEL, WITH_THRESHOLD, WITH_CONTROL)
 
 
 def partition_id(context: Context) -> int:
-    """The node's ``partition-id`` (``context.node_config``), or an error saying what to add."""
+    """Return the node's ``partition-id`` from ``context.node_config``.
+
+    Parameters
+    ----------
+    context : Context
+        The ClientApp's context.
+
+    Returns
+    -------
+    int
+        The partition id, in 0..K-1.
+
+    Raises
+    ------
+    ValueError
+        Saying what to add, if the node config has no ``partition-id``.
+    """
     if PARTITION_ID not in context.node_config:
         raise ValueError(
             f"this node has no '{PARTITION_ID}' in its node_config (it has "
@@ -60,8 +89,11 @@ def partition_id(context: Context) -> int:
 
 
 def received(msg: Message, block: str) -> tuple[list, dict[str, Any]]:
-    """The message's arrays (in the record's order) and config, or an error naming the
-    missing record."""
+    """Return the message's arrays (in the record's order) and config.
+
+    ``block`` names the caller in the error raised (ValueError) when the message has no
+    ``"arrays"`` ArrayRecord; a missing ``"config"`` reads as empty.
+    """
     content = msg.content
     if ARRAYS not in content.array_records:
         raise ValueError(
@@ -75,7 +107,10 @@ def received(msg: Message, block: str) -> tuple[list, dict[str, Any]]:
 
 
 def layout_of(arrays: list, model: nn.Module, block: str) -> Layout:
-    """The layout that ``len(arrays)`` arrays for ``model`` are in (evaluation)."""
+    """Return the layout that ``len(arrays)`` arrays for ``model`` are in (evaluation).
+
+    Raises ValueError, naming ``block``, when no single layout fits.
+    """
     n = len(model.state_dict())
     fits = [layout for layout in LAYOUTS if layout.count(n) == len(arrays)]
     if len(fits) != 1:
@@ -88,9 +123,11 @@ def layout_of(arrays: list, model: nn.Module, block: str) -> Layout:
 
 
 def reply_content(fit: FitResult, keys: list[str]) -> RecordDict:
-    """Flower's fit triple as the reply's records: ``"arrays"`` under the received
-    record's ``keys`` (a torch state_dict's names stay names) and ``"metrics"`` with
-    ``num-examples`` = m_i beside the fit metrics."""
+    """Turn Flower's fit triple into the reply's records.
+
+    ``"arrays"`` under the received record's ``keys`` (a torch state_dict's names stay
+    names) and ``"metrics"`` with ``num-examples`` = m_i beside the fit metrics.
+    """
     arrays, num_examples, metrics = fit
     return RecordDict(
         {

@@ -1,16 +1,24 @@
-"""Reading a run's scenario from Flower's run config (``flwr run . -c ...``), and the
-``FIELD=VALUE`` overrides of ``fedram run --set`` and of the run config's ``overrides``."""
+"""Reading a run's scenario from Flower's run config (``flwr run . -c ...``), validated
+against the registry (the server's; a node reads it with :mod:`fedram_flwr.run_config`,
+which also holds the ``FIELD=VALUE`` overrides of ``fedram run --set`` and of the run
+config's ``overrides``, re-exported here)."""
 
 from __future__ import annotations
 
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
-from fedram_flwr.config import Scenario, ScenarioError
-from fedram_flwr.paths import APP_ROOT
-from fedram_flwr.registry import load_scenario, with_overrides
-from fedram_flwr.schema import load_yaml
+from fedram_flwr.config import Scenario
+from fedram_flwr.registry import validate
+from fedram_flwr.run_config import (
+    APIS,
+    APP_ROOT,
+    parse_override,
+    parse_overrides,
+    read_run_scenario,
+    run_api,
+    settings_of,
+)
 
 __all__ = [
     "APIS",
@@ -23,73 +31,13 @@ __all__ = [
 ]
 
 
-APIS = ("message", "legacy")
-"""Flower's API a run goes through (run config ``api``, ``fedram run --api``); the first
-is the default: the Message API (``flwr.serverapp`` strategies, ``@app.main()``), or the
-legacy one (Strategy, ClientManager, NumPyClient)."""
-
-
-def run_api(api: Any) -> str:
-    """``api`` checked against :data:`APIS`."""
-    if str(api) not in APIS:
-        raise ScenarioError(f"api: unknown {api!r}; allowed values: {', '.join(APIS)}")
-    return str(api)
-
-
-def parse_override(item: str) -> tuple[str, Any]:
-    """``"hcvar_alpha=[0.1, 0.2]"`` -> ("hcvar_alpha", [0.1, 0.2]): one ``--set``; the
-    value is any YAML value (commas included)."""
-    key, sep, value = item.partition("=")
-    if not sep or not key.strip():
-        raise ScenarioError(f"override {item!r}: expected FIELD=VALUE, e.g. algorithm.alpha=0.1")
-    return key.strip(), load_yaml(value, f"override {key.strip()}")
-
-
-def _top_level_items(text: str) -> list[str]:
-    """``text`` split at the commas and semicolons outside brackets, braces and quotes."""
-    items, depth, quote, start = [], 0, "", 0
-    for i, ch in enumerate(text):
-        if quote:
-            quote = "" if ch == quote else quote
-        elif ch in "'\"":
-            quote = ch
-        elif ch in "[{":
-            depth += 1
-        elif ch in "]}":
-            depth -= 1
-        elif ch in ",;" and depth == 0:
-            items.append(text[start:i])
-            start = i + 1
-    return [s.strip() for s in [*items, text[start:]] if s.strip()]
-
-
-def parse_overrides(text: str) -> dict[str, Any]:
-    """The run config's ``overrides``: a YAML or JSON mapping of dotted fields
-    (``{algorithm.alpha: 0.1, hcvar_alpha: [0.1, 0.2]}``, e.g. ``json.dumps`` of one),
-    or ``FIELD=VALUE`` items separated by commas or semicolons outside brackets and
-    quotes (``"algorithm.alpha=0.1, training.local_epochs=2"``)."""
-    if text.lstrip().startswith("{"):
-        mapping = load_yaml(text, "overrides")
-        if not isinstance(mapping, dict) or not all(isinstance(k, str) for k in mapping):
-            raise ScenarioError(f"overrides {text!r}: expected a mapping of FIELD: VALUE")
-        return mapping
-    return dict(parse_override(item) for item in _top_level_items(text))
-
-
 @lru_cache(maxsize=8)
 def scenario_from_run_config(path: str, overrides: str) -> Scenario:
-    """The scenario file (relative paths are inside the app) with overrides applied.
-
-    The paths inside the scenario (``data.root``, a trace's ``path``) are made absolute
-    against the working directory when it is loaded; ``fedram run`` hands the Flower
-    engines a scenario whose paths are absolute already."""
-    file = Path(path) if Path(path).is_absolute() else APP_ROOT / path
-    scenario = load_scenario(file)
-    return with_overrides(scenario, parse_overrides(overrides)) if overrides else scenario
+    """The scenario file with overrides applied
+    (:func:`~fedram_flwr.run_config.read_run_scenario`), validated against the registry
+    (a node reads it with :func:`~fedram_flwr.run_config.node_settings`)."""
+    return read_run_scenario(path, overrides, validate)
 
 
 def run_settings(run_config: dict[str, Any]) -> tuple[Scenario, int]:
-    scenario = scenario_from_run_config(
-        str(run_config["scenario"]), str(run_config.get("overrides", ""))
-    )
-    return scenario, int(run_config.get("seed", scenario.seeds[0]))
+    return settings_of(run_config, scenario_from_run_config)

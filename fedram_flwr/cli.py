@@ -55,13 +55,20 @@ import yaml
 
 from fedram_flwr.app_config import parse_override
 from fedram_flwr.cli_args import parse_kills, parser
-from fedram_flwr.config import Scenario, ScenarioError
+from fedram_flwr.config import Scenario, ScenarioError, round_based_only
 from fedram_flwr.data import DatasetNotFoundError
 from fedram_flwr.extras import MissingExtraError, is_missing_extra, missing_extra
 from fedram_flwr.interrupt import RunInterrupted, record_interrupted
 from fedram_flwr.outputs import RunDirectory
 from fedram_flwr.plots import plot_run
-from fedram_flwr.registry import load_scenario, with_overrides
+from fedram_flwr.registry import (
+    algorithm_params,
+    algorithm_spec,
+    is_asynchronous,
+    load_scenario,
+    with_overrides,
+)
+from fedram_flwr.registry.parameters_doc import show_lines
 from fedram_flwr.report import RunSet, write_report
 from fedram_flwr.run_checks import refuse_changed, refuse_resumable, skip
 from fedram_flwr.rundir import run_folder
@@ -73,6 +80,7 @@ try:  # what runs need: torch, torchvision (the `experiments` extra); --help, sh
         DEPLOYMENT_LATENCY_ENV,
         FlwrRunError,
         generate_tls_files,
+        run_fedbuff_in_process,
         run_in_process,
         run_message_in_process,
         run_with_flwr,
@@ -127,6 +135,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         overrides["seeds"] = args.seeds  # checked as the scenario's seeds are
     if overrides:
         scenario = with_overrides(scenario, overrides)
+    refuse_asynchronous(scenario, args)
     if args.ray is not None:  # the tasks run in other processes, maybe other machines
         args.out = args.out.absolute()
     existing = next(p for p in (args.out, *args.out.parents) if p.exists())
@@ -134,6 +143,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise ScenarioError(f"--out {args.out}: {existing} is a file, not a folder")
     seeds = list(scenario.seeds)
     variants = scenario.variants()
+    if args.engine != "in-process" or args.api != "legacy":
+        for _, v in variants:
+            round_based_only(v.time, f"--engine {args.engine} --api {args.api}")
     swept = {label: values for (label, _), values in zip(variants, swept_values(scenario.sweep))}
     if args.variant:
         unknown = set(args.variant) - {label for label, _ in variants}
@@ -173,6 +185,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+def refuse_asynchronous(scenario: Scenario, args: argparse.Namespace) -> None:
+    """An asynchronous algorithm (FedBuff) in any variant runs in-process with the legacy
+    clients only: refuse another engine or API, naming what is left."""
+    if args.engine == "in-process" and args.api == "legacy":
+        return
+    where = f"--engine {args.engine}" if args.engine != "in-process" else f"--api {args.api}"
+    for _, variant in scenario.variants():
+        if is_asynchronous(variant):
+            raise algorithm_spec(variant).refusal(f"its {where} run")
 
 
 def run_job(
@@ -231,6 +254,8 @@ def run_one(
             api=args.api,
             ray_address=args.ray_address,
         )
+    elif is_asynchronous(variant):  # legacy API, in-process (refuse_asynchronous)
+        run_fedbuff_in_process(variant, seed, run_dir, label=tag)
     elif args.api == "message":
         run_message_in_process(variant, seed, run_dir, label=tag)
     else:
@@ -248,8 +273,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     need_extra("fedram report")
     if not args.runs.is_dir():
         raise ScenarioError(f"{args.runs}: no such folder of runs")
+    target = args.target_accuracy
+    if target is not None and not 0.0 <= target <= 1.0:
+        raise ScenarioError(f"--target-accuracy: {target!r} is not an accuracy in [0, 1]")
     complete_plot_inputs(args.runs)
-    report = write_report(args.runs)
+    report = write_report(args.runs, target_accuracy=target)
     print(report.read_text())
     print(f"fedram: wrote {report}", file=sys.stderr)
     return report_problems(RunSet.load(args.runs), strict=args.strict)
@@ -272,6 +300,7 @@ def report_problems(runs: RunSet, *, strict: bool) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)
     print(yaml.safe_dump(scenario.to_dict(), sort_keys=False))
+    print("\n".join(show_lines(scenario.algorithm.name, algorithm_params(scenario))))
     for label, _ in scenario.variants():
         print(f"variant: {label}")
     return 0

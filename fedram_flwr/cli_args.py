@@ -101,6 +101,13 @@ def parser(description: str) -> argparse.ArgumentParser:
         help="exit 1 when a run is damaged (complete, its files missing or garbled), "
         "failed or interrupted; the report is written all the same",
     )
+    rep.add_argument(
+        "--target-accuracy",
+        type=float,
+        metavar="ACC",
+        help="add a table of the rounds and simulated hours each variant takes to reach "
+        "this test accuracy (in [0, 1], e.g. 0.7); runs that never do show 'not reached'",
+    )
     show = sub.add_parser("show", help="print the resolved scenario and its variants")
     show.add_argument("scenario", type=Path)
     return p

@@ -24,16 +24,17 @@ from flwr.client import Client, ClientApp
 from flwr.common.constant import MessageTypeLegacy
 from torch.utils.data import DataLoader, TensorDataset
 
-from fedram_flwr.app_config import run_settings
 from fedram_flwr.clients.message import evaluate, objective_for
 from fedram_flwr.clients.wire import partition_id
-from fedram_flwr.experiment import Experiment
-from fedram_flwr.message_api.partitions import PARTITION_ACTION, partition_id_query
+from fedram_flwr.node import NodeExperiment
+from fedram_flwr.partition_query import PARTITION_ACTION, partition_id_query
+from fedram_flwr.run_config import node_settings
 
 
-def node_experiment(context: Context) -> tuple[Experiment, int]:
-    """The run's experiment and this node's partition id (checked against the scenario)."""
-    scenario, seed = run_settings(context.run_config)
+def node_experiment(context: Context) -> tuple[NodeExperiment, int]:
+    """The run's experiment (a node's side of it) and this node's partition id (checked
+    against the scenario)."""
+    scenario, seed = node_settings(context.run_config)
     pid = partition_id(context)
     n = int(context.node_config.get("num-partitions", scenario.data.num_clients))
     if n != scenario.data.num_clients:
@@ -41,10 +42,10 @@ def node_experiment(context: Context) -> tuple[Experiment, int]:
             f"the federation has {n} partitions but data.num_clients is "
             f"{scenario.data.num_clients}: use num-supernodes={scenario.data.num_clients}"
         )
-    return Experiment(scenario, seed), pid
+    return NodeExperiment(scenario, seed), pid
 
 
-ExperimentOf = Callable[[Context], tuple[Experiment, int]]
+ExperimentOf = Callable[[Context], tuple[NodeExperiment, int]]
 """A node's experiment and partition id, from its ``Context``."""
 
 

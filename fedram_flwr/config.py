@@ -4,7 +4,8 @@ A scenario file is the single source of truth of a run. Every section is a froze
 dataclass; unknown keys and bad values raise :class:`ScenarioError` naming the field
 (``algorithm.alpha``) and the allowed values. This module is the schema only and imports
 nothing from the package but its leaves :mod:`fedram_flwr.schema` (the error and the
-YAML coercion) and :mod:`fedram_flwr.sweep` (sweeps and dotted overrides):
+YAML coercion), :mod:`fedram_flwr.sweep` (sweeps and dotted overrides) and
+:mod:`fedram_flwr.time_config` (the ``time:`` section):
 ``algorithm.params`` and ``availability.params`` are checked by the parameter class
 registered for their name, in :mod:`fedram_flwr.registry`, whose
 ``load_scenario`` / ``scenario_from_dict`` / ``with_overrides`` (schema + registry) are
@@ -20,7 +21,7 @@ engines (whose processes run in other folders) name the files the in-process eng
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -36,6 +37,14 @@ from fedram_flwr.schema import (
 )
 from fedram_flwr.sweep import apply_overrides as apply_overrides
 from fedram_flwr.sweep import label_part, plain, swept_values
+from fedram_flwr.time_config import (  # the time section, re-exported
+    ClockAvailabilityConfig as ClockAvailabilityConfig,
+)
+from fedram_flwr.time_config import LogNormalLaw as LogNormalLaw
+from fedram_flwr.time_config import RoundPolicyConfig as RoundPolicyConfig
+from fedram_flwr.time_config import SpeedsConfig as SpeedsConfig
+from fedram_flwr.time_config import TimeConfig
+from fedram_flwr.time_config import round_based_only as round_based_only
 
 MAX_CLIENTS = 100_000
 """The most clients a scenario may have (``data.num_clients``): far above any experiment
@@ -237,6 +246,8 @@ class Scenario:
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     training: TrainingConfig = field(default_factory=TrainingConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
+    # The time model (issue 28): None counts rounds, one round per tick, as before.
+    time: TimeConfig | None = None
     eval_every: int = 10
     # At each evaluation also the global model's loss on the union of the clients'
     # training data and its accuracy on each client's own data (FedAR Sec. 6, Table 3),
@@ -264,6 +275,8 @@ class Scenario:
                 f"hcvar_alpha: give one value or one per client ({self.data.num_clients}), "
                 f"got {len(self.hcvar_alpha)}"
             )
+        if self.time is not None:
+            self.time.check_clients(self.data.num_clients)
         for i, a in enumerate(self.hcvar_alpha):
             check_range(f"hcvar_alpha[{i}]", a, 0.0, 1.0, lo_open=True)
         if not self.seeds:
@@ -288,6 +301,8 @@ class Scenario:
                 del out["training"][key]
         if out["max_failed_rounds"] == DEFAULT_MAX_FAILED_ROUNDS:
             del out["max_failed_rounds"]
+        if out["time"] is None:
+            del out["time"]
         return out
 
     def variants(self) -> list[tuple[str, Scenario]]:
@@ -343,3 +358,29 @@ def parse_scenario(raw: Mapping[str, Any]) -> Scenario:
     """The schema half of :func:`fedram_flwr.registry.scenario_from_dict`: types, ranges
     and keys of every section, not the registered ``params``."""
     return build_dataclass(Scenario, raw, "")
+
+
+Check = Callable[[Scenario], Scenario]
+"""A check of a parsed scenario that returns it or raises :class:`ScenarioError`."""
+
+
+def parse_scenario_file(path: str | Path, check: Check | None = None) -> Scenario:
+    """Read and parse a scenario YAML file, then ``check`` it (the registry's ``validate``,
+    in :func:`fedram_flwr.registry.load_scenario`; none on a node, which reads the file its
+    server validated); errors name the file and the field."""
+    raw = read_scenario_file(path)
+    try:
+        scenario = parse_scenario(raw)
+        return scenario if check is None else check(scenario)
+    except ScenarioError as err:
+        raise ScenarioError(f"{path}: {err}") from None
+
+
+def parse_with_overrides(
+    scenario: Scenario, overrides: Mapping[str, Any], check: Check | None = None
+) -> Scenario:
+    """A copy of ``scenario`` with dotted-path overrides (``algorithm.params.alpha``, or
+    its short form ``algorithm.alpha``), parsed, then ``check``-ed (as
+    :func:`parse_scenario_file`)."""
+    changed = parse_scenario(apply_overrides(scenario.to_dict(), overrides))
+    return changed if check is None else check(changed)

@@ -7,31 +7,30 @@ references; nothing is looked up by string). The scenario comes validated from
 
 from __future__ import annotations
 
-from functools import cached_property
-
 import numpy as np
-import torch
 from flwr.app import MetricRecord
-from flwr.client import NumPyClient
 from flwr.common import Metrics, RecordDict
 from flwr.server.strategy import Strategy
 from flwr.serverapp.strategy import Strategy as MessageStrategy
-from torch import nn
 
 from fedram_flwr.availability import OracleClientManager
 from fedram_flwr.config import Scenario
-from fedram_flwr.data import FederatedData, load_federated_data
 from fedram_flwr.evaluation import EvaluateFn, make_evaluate_fn
-from fedram_flwr.models import (
-    build_model,
-    fix_tensors,
-    get_weights,
-    on_device,
-    resolve_device,
-)
+from fedram_flwr.models import get_weights
+from fedram_flwr.node import NodeExperiment, rare_clients
 from fedram_flwr.protocol import SERVER_ROUND
 from fedram_flwr.registry import algorithm_params, algorithm_spec, oracle_params, oracle_spec
 from fedram_flwr.registry.specs import RoundLaw
+
+__all__ = [
+    "Experiment",
+    "availability_law",
+    "build_oracle",
+    "known_availability",
+    "rare_clients",
+    "weighted_mean_metrics",
+    "weighted_mean_records",
+]
 
 
 def weighted_mean_metrics(results: list[tuple[int, Metrics]]) -> Metrics:
@@ -72,79 +71,15 @@ def known_availability(scenario: Scenario, seed: int) -> np.ndarray | RoundLaw:
     return oracle_spec(scenario).known_law(oracle_params(scenario), scenario, seed)
 
 
-def rare_clients(scenario: Scenario, seed: int) -> tuple[int, ...]:
-    """The (100 - M)% least available clients, who hold the rare patterns (Sec. 4)."""
-    return oracle_spec(scenario).rare_clients(oracle_params(scenario), scenario, seed)
-
-
-class Experiment:
-    """Data, oracle, strategy and clients of ``scenario`` with ``seed``."""
-
-    def __init__(self, scenario: Scenario, seed: int) -> None:
-        self.scenario = scenario
-        self.seed = seed
-
-    @cached_property
-    def rare_clients(self) -> tuple[int, ...]:
-        return rare_clients(self.scenario, self.seed)
-
-    @cached_property
-    def data(self) -> FederatedData:
-        return load_federated_data(self.scenario.data, self.rare_clients, self.seed)
+class Experiment(NodeExperiment):
+    """Data, oracle, strategy and clients of ``scenario`` with ``seed``: a node's side
+    (:class:`~fedram_flwr.node.NodeExperiment`) and the server's."""
 
     def availability_law(self) -> np.ndarray:
         return availability_law(self.scenario, self.seed)
 
     def known_availability(self) -> np.ndarray | RoundLaw:
         return known_availability(self.scenario, self.seed)
-
-    @cached_property
-    def device(self) -> torch.device:
-        """Where clients train and the server evaluates (``training.device``)."""
-        return resolve_device(self.scenario.training.device)
-
-    def new_model(self) -> nn.Module:
-        """A fresh model with the seeded initial weights, on :attr:`device`."""
-        d = self.data
-        model = build_model(self.scenario.model.name, d.input_shape, d.num_classes, self.seed)
-        return model.to(self.device)
-
-    @cached_property
-    def _shared_model(self) -> tuple[nn.Module, list[torch.Tensor], list[torch.Tensor]]:
-        """(the model, its state tensors, copies of their initial values): the state
-        tensors stay the model's (everything writes them in place), so they are
-        listed once instead of by a ``state_dict()`` traversal per client
-        (:func:`~fedram_flwr.models.fix_tensors`, which local training reads too)."""
-        model = self.new_model()
-        state = fix_tensors(model).state
-        return model, state, [v.clone() for v in state]
-
-    def client_model(self) -> nn.Module:
-        """The one model object the clients built here share (a process runs one client
-        at a time; each loads the received weights before it trains), reset to the
-        seeded initial weights, as :meth:`new_model` would build it, at a copy's cost
-        (into the detached state tensors: no autograd history, no ``no_grad`` needed)."""
-        model, state, initial = self._shared_model
-        for v, w in zip(state, initial):
-            v.copy_(w)
-        return model
-
-    def client_data(self, partition_id: int) -> tuple[np.ndarray | torch.Tensor, ...]:
-        """Client ``partition_id``'s (x, y): the arrays on the CPU (torch shares their
-        memory), tensors copied once to the device otherwise."""
-        d = self.data
-        if self.device.type == "cpu":
-            return d.client_x[partition_id], d.client_y[partition_id]
-        if partition_id not in self._device_data:
-            self._device_data[partition_id] = tuple(
-                on_device(a, self.device)
-                for a in (d.client_x[partition_id], d.client_y[partition_id])
-            )
-        return self._device_data[partition_id]
-
-    @cached_property
-    def _device_data(self) -> dict[int, tuple[torch.Tensor, ...]]:
-        return {}
 
     def client_manager(self) -> OracleClientManager:
         return build_oracle(self.scenario, self.seed)
@@ -199,29 +134,4 @@ class Experiment:
             min_available_nodes=1,
             train_metrics_aggr_fn=weighted_mean_records,
             max_failed_rounds=s.max_failed_rounds,
-        )
-
-    def client(self, partition_id: int, state: RecordDict | None = None) -> NumPyClient:
-        """Client ``partition_id``; ``state`` is its ``Context.state`` (kept across rounds)."""
-        d, t = self.data, self.scenario.training
-        if not 0 <= partition_id < len(d.client_y):
-            raise ValueError(
-                f"partition id {partition_id} is outside 0..{len(d.client_y) - 1} "
-                f"(data.num_clients = {len(d.client_y)})"
-            )
-        x, y = self.client_data(partition_id)
-        return algorithm_spec(self.scenario).client(
-            partition_id=partition_id,
-            model=self.client_model(),
-            x=x,
-            y=y,
-            lr=t.lr,
-            local_epochs=t.local_epochs,
-            batch_size=t.batch_size,
-            seed=self.seed,
-            local_steps=t.local_steps,
-            weight_decay=t.weight_decay,
-            drop_last=t.drop_last,
-            state=state,
-            lr_schedule=t.lr_schedule,
         )

@@ -29,13 +29,3 @@ def missing_extra(what: str, err: ImportError) -> MissingExtraError:
         f"{what} needs the '{EXTRA}' extra (torch, torchvision, Flower's simulation), "
         f"which is not installed here ({err}): {INSTALL}"
     )
-
-
-def placeholder(name: str, err: ImportError) -> type:
-    """A stand-in for class ``name`` of a module that could not be imported for want of
-    the extra: naming it is fine, making one raises :class:`MissingExtraError`."""
-
-    def refuse(*args: object, **kwargs: object) -> None:
-        raise missing_extra(name, err)
-
-    return type(name, (), {"__init__": refuse, "__doc__": f"{name}: needs {INSTALL}"})

@@ -88,3 +88,13 @@ def scaffold_control_update(
 ) -> np.ndarray:
     """Option II (Alg. 1 line 12): c_i^+ = c_i - c + (x - y_i) / (K eta_l)."""
     return c_i - c + (x - y) / (steps * lr)
+
+
+def pooled_control_delta(
+    pending: np.ndarray, pending_steps: int, delta: np.ndarray, steps: int
+) -> np.ndarray:
+    """Amplified SCAFFOLD's D_i after one more round in the period: the K-weighted mean
+    (pending_steps D_i + K Delta c_i) / (pending_steps + K) of option II's per-round
+    Delta c_i = mean gradient - c_i, so that c_i + D_i is the mean of all the gradients
+    the client computed in the period (Crawshaw and Liu's ``Correction.reset``)."""
+    return (pending_steps * pending + steps * delta) / (pending_steps + steps)

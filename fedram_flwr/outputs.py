@@ -88,6 +88,8 @@ def summarise(rows: list[dict[str, Any]], tail_fraction: float = 0.2) -> dict[st
         "time-mean": {k: float(np.mean([r[k] for r in trained if k in r])) for k in numeric},
         "relay-counts": relays,
         "mean-round-seconds": sum(times) / len(times) if times else math.nan,
+        # a timed run's simulated seconds at its end
+        **({"sim-seconds": rows[-1]["sim-seconds"]} if rows and "sim-seconds" in rows[-1] else {}),
         # rounds in which Flower found nobody to train have no "relayed" list at all
         **({"warnings": [NO_TRAINING]} if rounds and not relays else {}),
     }
@@ -164,8 +166,13 @@ class RoundRecorder:
             {
                 "relayed": relayed,
                 "failures": failures,
-                # drawn but no update aggregated: error, timeout or lost connection
-                "failed": sorted(set(self._row.get("active", [])) - set(relayed)),
+                # drawn but no update aggregated: error, timeout or lost connection (a
+                # round policy's late or dropped update is no failure: ``not-used``)
+                "failed": sorted(
+                    set(self._row.get("active", []))
+                    - set(relayed)
+                    - set(self._row.get("not-used", []))
+                ),
                 **{f"fit-{k}": v for k, v in metrics.items()},
             }
         )
@@ -176,6 +183,18 @@ class RoundRecorder:
             self._weights[server_round] = applied
         if self.true_law is not None:
             self._row.update(estimator_errors(diagnostics, self.true_law))
+
+    def record_time(self, fields: Mapping[str, Any]) -> None:
+        """A timed round's clock (:mod:`fedram_flwr.engines.timed`): ``sim-seconds`` at
+        the round's end, its ``sim-round-seconds``, the clients ``available``,
+        ``started``, ``used``, ``late``, ``dropped`` and ``late-delivered`` (with their
+        ``staleness`` in rounds), and which started ones were ``not-used``."""
+        self._row.update(fields)
+
+    def record_extra(self, fields: Mapping[str, Any]) -> None:
+        """Add ``fields`` to the current round's row (an asynchronous step's staleness,
+        simulated time, ...)."""
+        self._row.update(fields)
 
     def record_round(
         self,

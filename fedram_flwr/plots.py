@@ -1,6 +1,7 @@
-"""PNG plots of one run: accuracy curves, global t, relay frequencies, availability
-heatmap (with the inclusion/exclusion heatmap and the cumulative weight per client group
-when the strategy records aggregation weights), estimator errors, 2-D boundaries."""
+"""PNG plots of one run: accuracy curves (against simulated hours too, for a run on the
+simulated clock), global t, relay frequencies, availability heatmap (with the
+inclusion/exclusion heatmap and the cumulative weight per client group when the strategy
+records aggregation weights), estimator errors, 2-D boundaries."""
 
 from __future__ import annotations
 
@@ -74,6 +75,8 @@ def plot_run(path: str | Path) -> dict[str, Drawn]:
         tuple(summary.get("rare-classes", ())),
         tuple(summary.get("rare-clients", ())),
     )
+    if any("sim-seconds" in r for r in rows):  # a run on the simulated clock
+        out["accuracy_time.png"] = plot_accuracy_time(path / "accuracy_time.png", rows)
     if any("fit-t" in r for r in rows):
         out["t.png"] = plot_series(path / "t.png", rows, "fit-t", "global t")
     if any("train-loss" in r for r in rows):
@@ -126,6 +129,26 @@ def plot_accuracy(
     ax.set(xlabel="round", ylabel="test accuracy", ylim=(0, 1.02))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
+    return save(fig, out)
+
+
+def plot_accuracy_time(out: Path, rows: list[dict[str, Any]]) -> Drawn | None:
+    """Test accuracy against rounds (left) and simulated hours (right) of a run on the
+    simulated clock (round 0 at 0 h)."""
+    evals = [r for r in rows if "accuracy" in r and (r["round"] == 0 or "sim-seconds" in r)]
+    if not evals:
+        return None
+    hours = [r.get("sim-seconds", 0.0) / 3600 if r["round"] else 0.0 for r in evals]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
+    xs = ([r["round"] for r in evals], hours)
+    for ax, x, label in zip(axes, xs, ("round", "simulated hours"), strict=True):
+        ax.plot(x, [r["accuracy"] for r in evals], label="overall", lw=2)
+        if "rare-accuracy" in evals[0]:
+            ax.plot(x, [r["rare-accuracy"] for r in evals], label="rare patterns", lw=2)
+        ax.set(xlabel=label, ylim=(0, 1.02))
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("test accuracy")
+    axes[1].legend(fontsize=8)
     return save(fig, out)
 
 

@@ -98,9 +98,18 @@ RCFL_MU = "rcfl-mu"
 LR_ETA = "lr-eta"
 """fit config (float): RC-FL's step size beta_eta of eta (Alg. 1)."""
 
+PERIOD = "period"
+"""fit config (int): Amplified SCAFFOLD's period (from 0) of the round; a client adopts
+its pending control variate when it changes."""
+
 # ------------------------------------------------------------- client-side state
 SCAFFOLD_CONTROL = "scaffold-control"
 """``Context.state`` record (never on the wire): SCAFFOLD's client control variate c_i."""
+
+SCAFFOLD_PENDING = "scaffold-pending"
+"""``Context.state`` records (never on the wire): Amplified SCAFFOLD's D_i = c_i^new - c_i
+of the period (an ArrayRecord) and, under ``SCAFFOLD_PENDING + "-meta"``, its period
+and the local steps it pools (a ConfigRecord)."""
 
 
 # ------------------------------------------------------------------- packing

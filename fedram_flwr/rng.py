@@ -28,9 +28,17 @@ SALTS: dict[str, int] = {
     "connected-sample": 0xC0C,  # (seed, round): m of the connected SuperNodes
     "fedawe-phi": 0xFAE0,  # FedAWE's per-class phi_c ~ U(0, Phi_c) (App. J.3)
     "nonstationary-step": 0xFAE1,  # (seed, round): uniforms of p_i^t = p_i f_i(t) draws
+    "min-separation-draw": 0x5E9A,  # (seed, round): the m participants under separation R
+    "cyclic-sample": 0xC7C1,  # (seed, round): m of the clients in their cyclic window
+    "diurnal-slot": 0xD1A1,  # (seed, time slot): uniforms of the diurnal law's draws
+    # the time model (fedram_flwr.clock): per seed
+    "device-speeds": 0xDE75,  # each client's (compute, bandwidth) standard normals
+    "over-selection": 0x0E5E,  # (seed, round): the clients an over-selecting round starts
     # strategies: per (seed, round)
     "fedavg-s-subsample": 0xF5A5,  # FedAvg(S): S of the available clients
     "rcfl-draws": 0x2CF1,  # RC-FL: K clients drawn with replacement by p_i
+    # asynchronous strategies: per (seed, draw number)
+    "fedbuff-select": 0xFB0F,  # FedBuff: the idle available clients started to refill C
     # clients: per (seed, round, client)
     "client-batches": 0xC11E,  # the mini-batch order of a client's local steps
     # models: per seed (fedram_flwr.models.build_model)

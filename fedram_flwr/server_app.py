@@ -33,6 +33,7 @@ from flwr.serverapp import Grid, ServerApp
 
 from fedram_flwr.app_config import APIS, run_api, run_settings
 from fedram_flwr.availability.manager import OracleClientManager
+from fedram_flwr.config import round_based_only
 from fedram_flwr.engines.flwr.watchdog import OwnedRunDirectory
 from fedram_flwr.engines.in_process import recorder_settings, recording_strategy
 from fedram_flwr.engines.message_in_process import project_evaluate
@@ -50,6 +51,7 @@ DEFAULT_ROUND_TIMEOUT_S = 3600.0
 def start_run(context: Context, api: str) -> tuple[OwnedRunDirectory, Experiment, str]:
     """The run folder (started under the driver's token), the experiment, its label."""
     scenario, seed = run_settings(context.run_config)
+    round_based_only(scenario.time, "Flower's Simulation or Deployment Engine")
     run_dir = str(context.run_config.get("run-dir", "")) or f"runs/flwr/{scenario.name}/seed{seed}"
     out = OwnedRunDirectory(Path(run_dir).resolve())  # no `complete` from an orphan
     token = str(context.run_config.get("run-token", ""))

@@ -111,11 +111,19 @@ def canonical_path(dotted: str) -> str:
     return dotted
 
 
+OPTIONAL_SECTIONS = ("time",)
+"""Sections a resolved scenario leaves out when unset (``time``: no time model); an
+override or sweep inside one starts it, and its missing sub-sections, empty."""
+
+
 def set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
-    """Set ``data``'s field at dotted path ``dotted`` (its sections must exist)."""
+    """Set ``data``'s field at dotted path ``dotted`` (its sections must exist, except
+    inside an optional section, :data:`OPTIONAL_SECTIONS`)."""
     node = data
     parts = dotted.split(".")
     for part in parts[:-1]:
+        if parts[0] in OPTIONAL_SECTIONS and node.get(part) is None:
+            node[part] = {}
         if not isinstance(node.get(part), dict):
             raise ScenarioError(f"{dotted}: {part!r} is not a section of the scenario")
         node = node[part]

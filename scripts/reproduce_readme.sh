@@ -135,3 +135,15 @@ mkdir -p docs/results/ca_fed_lr_grid docs/results/ca_fed_tuned
 cp "$OUT/ca_fed_synthetic_lr_grid/report.md" docs/results/ca_fed_lr_grid/
 cp "$OUT/ca_fed_synthetic_tuned/report.md" "$OUT/ca_fed_synthetic_tuned"/{curves,group_weights}.png \
   docs/results/ca_fed_tuned/
+# Issue 27 item 5: the two new algorithms' claims in their own availability settings, each
+# against FedAvg, FedAU, MIFA and FedAWE, 3 seeds (4 and 7 min one by one on the 2 shared
+# cores) -> docs/results/debiasing_fedavg_claim, docs/results/amplified_scaffold_claim.
+for s in debiasing_fedavg_claim_fashion_mnist amplified_scaffold_claim_fashion_mnist; do
+  .venv/bin/fedram run "scenarios/$s.yaml" --out "$OUT" >/dev/null
+done
+mkdir -p docs/results/debiasing_fedavg_claim docs/results/amplified_scaffold_claim
+cp "$OUT/debiasing_fedavg_claim_fashion_mnist"/{report.md,curves.png} docs/results/debiasing_fedavg_claim/
+as="$OUT/amplified_scaffold_claim_fashion_mnist"
+cp "$as"/{report.md,curves.png} docs/results/amplified_scaffold_claim/
+.venv/bin/python scripts/class_groups_table.py "$as" --round 200 --groups 5 \
+  > docs/results/amplified_scaffold_claim/period_end_groups.md

@@ -1,11 +1,15 @@
-"""Server strategies (imported as ``fedram_flwr.strategies``): one module per
-algorithm family, pure numpy math first, then its core (a frozen state value and pure
-functions over it, :mod:`~fedram_flwr.strategies.core`), then the thin Flower Strategy
-over the core (one base, :mod:`~fedram_flwr.strategies.base`)."""
+"""Server strategies (imported as ``fedram_flwr.strategies``).
+
+One module per algorithm family: pure numpy math first, then its core (a frozen state
+value and pure functions over it, :mod:`~fedram_flwr.strategies.core`), then the thin
+Flower Strategy over the core (one base, :mod:`~fedram_flwr.strategies.base`).
+"""
 
 from fedram_flwr.strategies.afl import AFL
+from fedram_flwr.strategies.amplified_scaffold import AmplifiedScaffold
 from fedram_flwr.strategies.availability_baselines import F3AST, AdaFed, MoreAvailable, Unbiased
 from fedram_flwr.strategies.ca_fed import CAFed
+from fedram_flwr.strategies.debiasing_fedavg import DebiasingFedAvg
 from fedram_flwr.strategies.fed_cvar_avg import (
     FedCVaRAvg,
     cvar_gradient_weights,
@@ -23,7 +27,9 @@ from fedram_flwr.strategies.stale_updates import MIFA, FedStale, FedStaleActive,
 __all__ = [
     "AFL",
     "AdaFed",
+    "AmplifiedScaffold",
     "CAFed",
+    "DebiasingFedAvg",
     "F3AST",
     "FedAR",
     "FedAU",

@@ -24,17 +24,30 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from flwr.common import NDArrays
 
 from fedram_flwr.protocol import RECEIVED_LOSS, Arrays, ClientReply
 from fedram_flwr.strategies.base import CoreStrategy
 from fedram_flwr.strategies.core import Core, Outcome
 from fedram_flwr.strategies.fedavg import weighted_average
+from fedram_flwr.strategies.hyper import hyper, num_clients_hyper
 
 
 def project_simplex(v: np.ndarray) -> np.ndarray:
-    """Euclidean projection onto the probability simplex (sort-based; Held et al. 1974,
-    Duchi et al. 2008): max(v - theta, 0) with theta making the sum 1."""
+    """Project ``v`` onto the probability simplex (Euclidean, sort-based).
+
+    Held et al. 1974, Duchi et al. 2008: max(v - theta, 0) with theta making the sum 1
+    (Proj_Delta of AFL's Algorithm 1).
+
+    Parameters
+    ----------
+    v : np.ndarray
+        Shape (n,), any real values, n >= 1.
+
+    Returns
+    -------
+    np.ndarray
+        Shape (n,): the nearest point of the simplex, entries in [0, 1] summing to 1.
+    """
     u = np.sort(v)[::-1]
     css = np.cumsum(u) - 1.0
     k = np.arange(1, v.size + 1)
@@ -43,8 +56,26 @@ def project_simplex(v: np.ndarray) -> np.ndarray:
 
 
 def afl_lambda_step(lam: np.ndarray, losses: dict[int, float], lr: float) -> np.ndarray:
-    """lambda <- Proj_Delta(lambda + gamma_lambda g), g_k = f_k(w_t) for the clients
-    that reported a loss, 0 for the others."""
+    """Take AFL's ascent step on the mixture weights (Mohri et al. 2019, Algorithm 1).
+
+    lambda <- Proj_Delta(lambda + gamma_lambda g), g_k = f_k(w_t) for the clients that
+    reported a loss, 0 for the others.
+
+    Parameters
+    ----------
+    lam : np.ndarray
+        Shape (N,): lambda_t, on the simplex.
+    losses : dict of int to float
+        f_k(w_t), the loss each reporting client k (a partition id in 0..N-1) had at
+        the received model, >= 0.
+    lr : float
+        gamma_lambda, the ascent step, >= 0.
+
+    Returns
+    -------
+    np.ndarray
+        lambda_{t+1}, shape (N,), on the simplex.
+    """
     g = np.zeros_like(lam)
     for k, loss in losses.items():
         g[k] = loss
@@ -53,7 +84,15 @@ def afl_lambda_step(lam: np.ndarray, losses: dict[int, float], lr: float) -> np.
 
 @dataclass(frozen=True)
 class AFLState:
-    """The global model and the mixture weights lambda over the N clients."""
+    """AFL's server state: the global model and the mixture weights.
+
+    Parameters
+    ----------
+    arrays : Arrays
+        w_t, the global model's arrays.
+    lam : np.ndarray
+        Shape (N,): lambda_t, the mixture weights over the N clients, on the simplex.
+    """
 
     arrays: Arrays
     lam: np.ndarray
@@ -61,30 +100,31 @@ class AFLState:
 
 @dataclass(frozen=True, eq=False, kw_only=True)
 class AFLCore(Core[AFLState]):
-    """AFL: lambda uniform at start; a round aggregates the returned models with weights
+    """AFL's core (Mohri et al., ICML 2019, Algorithm 1, Stochastic-AFL).
+
+    lambda uniform at start; a round aggregates the returned models with weights
     lambda_k (renormalised over the clients that returned; no step when all are 0) and
     then steps lambda with the losses they reported (``received-loss``). Diagnostics:
-    ``lambda-max`` and the entropy of lambda (``lambda-entropy``, log n when uniform)."""
+    ``lambda-max`` and the entropy of lambda (``lambda-entropy``, log n when uniform).
+    """
 
-    num_clients: int
-    lr_lambda: float = 0.01
-
-    def __post_init__(self) -> None:
-        if self.num_clients < 1 or self.lr_lambda < 0:
-            raise ValueError(
-                f"num_clients ({self.num_clients}) must be >= 1, "
-                f"algorithm.params.lr_lambda ({self.lr_lambda}) >= 0"
-            )
+    num_clients: int = num_clients_hyper()
+    lr_lambda: float = hyper(
+        0.01, doc="gamma_lambda, the ascent step on the mixture weights lambda", lo=0.0
+    )
 
     def init(self, initial_arrays: Sequence[np.ndarray]) -> AFLState:
+        """Start from the initial model and uniform lambda."""
         return AFLState(list(initial_arrays), np.full(self.num_clients, 1.0 / self.num_clients))
 
     def arrays(self, state: AFLState) -> Arrays:
+        """Broadcast the global model."""
         return state.arrays
 
     def aggregate(
         self, state: AFLState, server_round: int, replies: Sequence[ClientReply], elapsed: int
     ) -> Outcome[AFLState]:
+        """Average the models with weights lambda_k, then step lambda with the losses."""
         if not replies:
             return Outcome(state, {}, aggregated=False)
         ids = [r.partition_id for r in replies]
@@ -103,22 +143,17 @@ class AFLCore(Core[AFLState]):
         return Outcome(AFLState(arrays, lam), diagnostics, aggregated=moved)
 
     def diagnostics(self, state: AFLState) -> dict[str, Any]:
+        """Log lambda."""
         return {"lambda": state.lam}
 
 
 class AFL(CoreStrategy):
-    """AFL as a Flower Strategy over :class:`AFLCore`. Clients return their trained
-    model and report ``partition-id`` and ``received-loss`` = f_k(w_t), their loss at
-    the received model, in the fit metrics (``CAFedClient`` does: the loss of its first
-    batch, the full training loss when the batch holds all of the client's data)."""
+    """AFL (Mohri et al., ICML 2019) as a Flower Strategy over :class:`AFLCore`.
 
-    def __init__(
-        self,
-        *,
-        initial_arrays: NDArrays,
-        num_clients: int,
-        lr_lambda: float = 0.01,
-        **fedavg_kwargs: Any,
-    ) -> None:
-        core = AFLCore(num_clients=num_clients, lr_lambda=lr_lambda)
-        super().__init__(core, initial_arrays=initial_arrays, **fedavg_kwargs)
+    Clients return their trained model and report ``partition-id`` and
+    ``received-loss`` = f_k(w_t), their loss at the received model, in the fit metrics
+    (``CAFedClient`` does: the loss of its first batch, the full training loss when the
+    batch holds all of the client's data).
+    """
+
+    core_type = AFLCore

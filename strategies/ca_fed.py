@@ -26,7 +26,6 @@ import numpy as np
 from flwr.common import FitIns, NDArrays, Parameters
 from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
-from numpy.typing import ArrayLike
 
 from fedram_flwr.protocol import (
     LOCAL_OPTIMUM,
@@ -45,6 +44,7 @@ from fedram_flwr.strategies.availability_estimates import (
 )
 from fedram_flwr.strategies.base import CoreStrategy, to_arrays
 from fedram_flwr.strategies.core import Core, Outcome
+from fedram_flwr.strategies.hyper import hyper, server_lr_hyper
 
 __all__ = [
     "LOCAL_OPTIMUM",
@@ -63,27 +63,88 @@ LOSS_FLOORS = ("running-min", "local-optimum")  # how CA-Fed estimates F_k*
 
 # ----------------------------------------------------- weights (eq. 18-20, Alg. 1)
 def unbiased_weights(alpha: np.ndarray, pi: np.ndarray) -> np.ndarray:
-    """q_k = alpha_k / pi_k: the biased importance p of eq. 4 equals alpha, so the
-    bias term vanishes (Thm. 1; Alg. 1 line 5)."""
+    """Return q_k = alpha_k / pi_k, the weights without bias (Thm. 1; Alg. 1 line 5).
+
+    The biased importance p of eq. 4 then equals alpha, so the bias term vanishes.
+
+    Parameters
+    ----------
+    alpha : np.ndarray
+        Shape (N,): the target importance, > 0, summing to 1 (eq. 1).
+    pi : np.ndarray
+        Shape (N,): each client's availability, in (0, 1].
+
+    Returns
+    -------
+    np.ndarray
+        q, shape (N,), > 0.
+    """
     return alpha / pi
 
 
 def biased_importance(pi: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """p = pi (~*) q, p_k = pi_k q_k / sum_h pi_h q_h (eq. 4, notation of eq. 18)."""
+    """Return the biased importance p = pi (~*) q (eq. 4, notation of eq. 18).
+
+    p_k = pi_k q_k / sum_h pi_h q_h.
+
+    Parameters
+    ----------
+    pi : np.ndarray
+        Shape (N,): each client's availability, in [0, 1].
+    q : np.ndarray
+        Shape (N,): the aggregation weights, >= 0, with sum_h pi_h q_h > 0.
+
+    Returns
+    -------
+    np.ndarray
+        p, shape (N,), a probability vector.
+    """
     u = pi * q
     return u / u.sum()
 
 
 def tv_distance(a: np.ndarray, b: np.ndarray) -> float:
-    """d_TV(a, b) = 1/2 sum_k |a_k - b_k| (Thm. 3)."""
+    """Return the total variation distance d_TV(a, b) = 1/2 sum_k |a_k - b_k| (Thm. 3).
+
+    Parameters
+    ----------
+    a, b : np.ndarray
+        Shape (N,): probability vectors.
+
+    Returns
+    -------
+    float
+        In [0, 1].
+    """
     return 0.5 * float(np.abs(a - b).sum())
 
 
 def estimated_error(
     q: np.ndarray, alpha: np.ndarray, gap: np.ndarray, pi: np.ndarray, kappa2: float
 ) -> float:
-    """eps_hat of eq. 20: <F_hat - F_hat*, p> (eq. 18) + 4 kappa2 d_TV^2(alpha, p)
-    Gamma_hat' with p = pi (~*) q and Gamma_hat' = max_k (F_hat_k - F_hat*_k) (eq. 19)."""
+    """Return eps_hat, CA-Fed's estimated total error (eq. 20).
+
+    eps_hat = <F_hat - F_hat*, p> (eq. 18) + 4 kappa2 d_TV^2(alpha, p) Gamma_hat', with
+    p = pi (~*) q and Gamma_hat' = max_k (F_hat_k - F_hat*_k) (eq. 19).
+
+    Parameters
+    ----------
+    q : np.ndarray
+        Shape (N,): the aggregation weights, >= 0.
+    alpha : np.ndarray
+        Shape (N,): the target importance, > 0, summing to 1.
+    gap : np.ndarray
+        Shape (N,): F_hat_k - F_hat*_k, in loss units.
+    pi : np.ndarray
+        Shape (N,): each client's availability, in (0, 1].
+    kappa2 : float
+        kappa_bar^2, the bound of Sec. IV-C, >= 0.
+
+    Returns
+    -------
+    float
+        eps_hat, in loss units.
+    """
     p = biased_importance(pi, q)
     return float(gap @ p) + 4.0 * kappa2 * tv_distance(alpha, p) ** 2 * float(gap.max())
 
@@ -96,9 +157,10 @@ def get(
     kappa2: float,
     tau: float,
 ) -> np.ndarray:
-    """Alg. 1's ``get`` (lines 13-22) on q = alpha / pi restricted to ``included``:
-    visit the clients in ``order`` and exclude each one (q_k <- 0) if that lowers
-    eps_hat (eq. 20) by at least ``tau``. Returns the new inclusion mask.
+    """Exclude clients greedily: Alg. 1's ``get`` (lines 13-22).
+
+    On q = alpha / pi restricted to ``included``: visit the clients in ``order`` and
+    exclude each one (q_k <- 0) if that lowers eps_hat (eq. 20) by at least ``tau``.
 
     Alg. 1 starts from q = alpha / pi (line 5) and ``get`` only zeroes entries, so q is
     alpha / pi on an inclusion set I throughout. Then p = alpha 1_I / alpha(I), and with
@@ -111,6 +173,26 @@ def get(
     excluded (p would be undefined; the authors' code stops there too), and an
     exclusion needs a strict decrease, so ties keep the client (with tau = 0 and every
     gap zero, e.g. in round 1 where F_hat* = F_hat, ">= tau" would exclude all but one).
+
+    Parameters
+    ----------
+    included : np.ndarray
+        Shape (N,), bool: the inclusion set I before the pass, at least one client.
+    order : np.ndarray
+        A permutation of 0..N-1: the order the clients are visited in.
+    alpha : np.ndarray
+        Shape (N,): the target importance, > 0, summing to 1.
+    gap : np.ndarray
+        Shape (N,): F_hat_k - F_hat*_k, in loss units.
+    kappa2 : float
+        kappa_bar^2 (Sec. IV-C), >= 0.
+    tau : float
+        The exclusion threshold (line 19), >= 0, in loss units.
+
+    Returns
+    -------
+    np.ndarray
+        Shape (N,), bool: the new inclusion mask, a subset of ``included``.
     """
     weighted = alpha * gap
     keep = included[order].tolist()
@@ -141,10 +223,11 @@ def ca_fed_weights(
     kappa2: float,
     tau: float,
 ) -> np.ndarray:
-    """q^(t) of Alg. 1 lines 5-7: q = alpha / pi (line 5), then ``get`` in descending
-    order of correlation (line 6; |lambda|, since lambda(P_k) is the second largest
-    eigenvalue *modulus*, Sec. III-A), then in ascending order of pi (line 7).
-    ``alpha`` must sum to 1.
+    """Return CA-Fed's weights q^(t) (Alg. 1 lines 5-7).
+
+    q = alpha / pi (line 5), then ``get`` in descending order of correlation (line 6;
+    |lambda|, since lambda(P_k) is the second largest eigenvalue *modulus*, Sec. III-A),
+    then in ascending order of pi (line 7).
 
     Ties, which the paper leaves open, are broken by the other key (then by id): among
     equally correlated clients the less available come first in line 6's pass, and
@@ -153,7 +236,28 @@ def ca_fed_weights(
     (oracle-informed): the greedy pass excludes its first candidates most cheaply (the
     bias term grows with each exclusion), so breaking lambda's ties by id would favour
     excluding whichever group has the lower ids, instead of the "less available,
-    correlated" clients that Guidelines A and B (Sec. III-D) single out."""
+    correlated" clients that Guidelines A and B (Sec. III-D) single out.
+
+    Parameters
+    ----------
+    alpha : np.ndarray
+        Shape (N,): the target importance, > 0, summing to 1 (eq. 1).
+    pi : np.ndarray
+        Shape (N,): each client's availability (estimated or known), in (0, 1].
+    lam : np.ndarray
+        Shape (N,): each client's correlation lambda_k, in [-1, 1].
+    gap : np.ndarray
+        Shape (N,): F_hat_k - F_hat*_k, in loss units.
+    kappa2 : float
+        kappa_bar^2 (Sec. IV-C), >= 0.
+    tau : float
+        The exclusion threshold (line 19), >= 0, in loss units.
+
+    Returns
+    -------
+    np.ndarray
+        q^(t), shape (N,): alpha_k / pi_k for the included clients, 0 for the excluded.
+    """
     corr = np.abs(lam)
     by_lambda = np.lexsort((pi, -corr))  # last key is primary; lexsort is stable
     included = get(np.ones(alpha.size, bool), by_lambda, alpha, gap, kappa2, tau)
@@ -164,9 +268,27 @@ def ca_fed_weights(
 def server_step(
     theta: NDArrays, updates: Sequence[NDArrays], q: Sequence[float], eta: float
 ) -> NDArrays:
-    """Eq. 3 with W = R^d (the projection is the identity): theta + eta_bar sum_k q_k
-    (theta_k - theta), the sum in the given order and in float64, each array cast back
-    to its dtype."""
+    """Take CA-Fed's server step, eq. 3 with W = R^d (the projection is the identity).
+
+    theta + eta_bar sum_k q_k (theta_k - theta), the sum in the given order and in
+    float64, each array cast back to its dtype.
+
+    Parameters
+    ----------
+    theta : NDArrays
+        The global model the round's clients received.
+    updates : sequence of NDArrays
+        theta_k, the models returned by the participants (q_k > 0).
+    q : sequence of float
+        q_k, one per returned model, > 0.
+    eta : float
+        eta_bar, the server learning rate, > 0.
+
+    Returns
+    -------
+    NDArrays
+        The new global model, layer by layer.
+    """
     out = []
     for i, layer in enumerate(theta):
         base = layer.astype(np.float64)
@@ -180,9 +302,19 @@ def server_step(
 # ------------------------------------------------------------------------ cores
 @dataclass(frozen=True, eq=False)
 class AvailabilityState:
-    """CA-Fed's server state: the model theta the round's clients receive, what it has
-    seen of availability, its loss estimates (CA-Fed only; ``None`` before the first
-    reports) and the last aggregation's weights q over all clients."""
+    """CA-Fed's server state (and its baselines').
+
+    Parameters
+    ----------
+    theta : Arrays
+        The model the round's clients receive.
+    tracker : AvailabilityTracker
+        What the server has seen of availability.
+    q : np.ndarray
+        Shape (N,): the last aggregation's weights over all clients.
+    losses : LossEstimates or None
+        The loss estimates (CA-Fed only; ``None`` before the first reports).
+    """
 
     theta: Arrays
     tracker: AvailabilityTracker
@@ -192,8 +324,10 @@ class AvailabilityState:
 
 @dataclass(frozen=True, eq=False, kw_only=True)
 class AvailabilityAwareCore(Core[AvailabilityState]):
-    """Base of CA-Fed and its baselines (Sec. V-A c): every active client the oracle
-    relays trains from the global theta; the server weighs their updates with q^(t)
+    """The base of CA-Fed and its baselines (Rodio et al. 2024, Sec. V-A c).
+
+    Every active client the oracle relays trains from the global theta; the server
+    weighs their updates with q^(t)
     from :meth:`weights` and takes the step of eq. 3 with the server learning rate
     eta_bar, summing in partition-id order.
 
@@ -206,17 +340,27 @@ class AvailabilityAwareCore(Core[AvailabilityState]):
     ``known_lam`` when the scenario runs oracle-informed.
     """
 
-    alpha: np.ndarray
-    server_lr: float = 1.0
-    known_pi: np.ndarray | None = None
-    known_lam: np.ndarray | None = None
+    alpha: np.ndarray = hyper(
+        doc="alpha_k, each client's target importance (eq. 1; > 0, sums to 1)", run="data-shares"
+    )
+    server_lr: float = server_lr_hyper()
+    known_pi: np.ndarray | None = hyper(
+        None,
+        doc="pi_k, each client's true availability (oracle-informed; None: estimated)",
+        run="known-pi",
+    )
+    known_lam: np.ndarray | None = hyper(
+        None,
+        doc="lambda_k, each client's true Markov correlation (oracle-informed)",
+        run="known-lam",
+    )
 
     def __post_init__(self) -> None:
+        """Check the hyper-parameters, alpha (> 0, sums to 1) and ``known_pi`` (> 0)."""
+        super().__post_init__()
         alpha = np.asarray(self.alpha, dtype=float)
         if np.any(alpha <= 0) or abs(alpha.sum() - 1.0) > 1e-9:
             raise ValueError("alpha (target importance): must be > 0 and sum to 1")
-        if self.server_lr <= 0:
-            raise ValueError(f"algorithm.params.server_lr: {self.server_lr} must be > 0")
         if self.known_pi is not None and not np.all(np.asarray(self.known_pi) > 0):
             raise ValueError("oracle-informed pi: every client needs pi_k > 0 (q = alpha / pi)")
         object.__setattr__(self, "alpha", alpha)
@@ -226,17 +370,20 @@ class AvailabilityAwareCore(Core[AvailabilityState]):
                 object.__setattr__(self, name, np.asarray(value, dtype=float))
 
     def client_count(self) -> int:
+        """Return N, the number of target importances alpha_k."""
         return self.alpha.size  # one target importance per client
 
     def init(self, initial_arrays: Sequence[np.ndarray]) -> AvailabilityState:
+        """Start from the initial model, nothing observed, q = 0."""
         n = self.alpha.size
         return AvailabilityState(list(initial_arrays), AvailabilityTracker.start(n), np.zeros(n))
 
     def arrays(self, state: AvailabilityState) -> Arrays:
+        """Broadcast theta."""
         return state.theta
 
     def availability(self, state: AvailabilityState) -> tuple[np.ndarray, np.ndarray]:
-        """(pi, lambda) of every client: the oracle's if known, else the estimates."""
+        """Return (pi, lambda) of every client: the oracle's if known, else the estimates."""
         pi, lam = state.tracker.estimates()
         return (
             pi if self.known_pi is None else self.known_pi,
@@ -246,9 +393,23 @@ class AvailabilityAwareCore(Core[AvailabilityState]):
     def weights(
         self, state: AvailabilityState, active: np.ndarray, replies: dict[int, ClientReply]
     ) -> tuple[np.ndarray, dict[str, Any], AvailabilityState]:
-        """q^(t) over all clients (only active ones with q_k > 0 take part), diagnostics
-        and the state with what the weights learnt; ``state``'s tracker has observed
-        ``active``; ``replies``: each active client's reply by partition id."""
+        """Return the weights q^(t), diagnostics and the state with what they learnt.
+
+        Parameters
+        ----------
+        state : AvailabilityState
+            The state; its tracker has observed ``active``.
+        active : np.ndarray
+            Shape (N,), bool: A_t, the clients that replied.
+        replies : dict of int to ClientReply
+            Each active client's reply by partition id.
+
+        Returns
+        -------
+        tuple of (np.ndarray, dict, AvailabilityState)
+            q^(t), shape (N,), >= 0 (only active clients with q_k > 0 take part), the
+            diagnostics and the state with what the weights learnt.
+        """
         raise NotImplementedError
 
     def aggregate(
@@ -258,6 +419,7 @@ class AvailabilityAwareCore(Core[AvailabilityState]):
         replies: Sequence[ClientReply],
         elapsed: int,
     ) -> Outcome[AvailabilityState]:
+        """Observe A_t, weigh the replies by :meth:`weights`, step by eq. 3."""
         n = self.alpha.size
         tracker = state.tracker
         for _ in range(elapsed - 1):  # rounds with nobody relayed
@@ -279,45 +441,46 @@ class AvailabilityAwareCore(Core[AvailabilityState]):
         )
 
     def diagnostics(self, state: AvailabilityState) -> dict[str, Any]:
-        """``q``: the last aggregation's weights; ``availability``: the tracker's
-        (pi_hat, lambda_hat) (it tracks in both modes), ``None`` before round 1."""
+        """Log ``q`` and ``availability``.
+
+        ``q``: the last aggregation's weights; ``availability``: the tracker's
+        (pi_hat, lambda_hat) (it tracks in both modes), ``None`` before round 1.
+        """
         tracked = state.tracker.estimates() if state.tracker.rounds else None
         return {"q": state.q, "availability": tracked}
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
 class CAFedCore(AvailabilityAwareCore):
-    """CA-Fed (Alg. 1): q^(t) from the loss estimates and the availability by
-    :func:`ca_fed_weights`. ``kappa2`` (kappa_bar^2, Sec. IV-C), ``beta`` (eq. 17), ``tau``
+    """CA-Fed's core (Rodio et al., IEEE/ACM ToN 2024, Alg. 1).
+
+    q^(t) from the loss estimates and the availability by :func:`ca_fed_weights`.
+    ``kappa2`` (kappa_bar^2, Sec. IV-C), ``beta`` (eq. 17), ``tau``
     (line 19), ``loss_floor``: how F_hat* is estimated (:class:`LossEstimates`):
     ``running-min`` (the paper's text, Sec. IV-B) or ``local-optimum`` (each client
     reports its minimum local loss F_k* once, as the authors' code computes it; the fit
     config then carries ``report-local-optimum``). Diagnostics per round: ``eps-hat``
     (eq. 20 at the chosen q), ``gamma-hat`` (eq. 19) and ``excluded`` (clients with
-    q_k = 0)."""
+    q_k = 0).
+    """
 
-    kappa2: float = 1.0
-    beta: float = 1.0
-    tau: float = 0.0
-    loss_floor: str = "running-min"
-
-    def __post_init__(self) -> None:
-        if self.kappa2 < 0:
-            raise ValueError(f"algorithm.params.kappa2: {self.kappa2} must be >= 0")
-        if not 0.0 < self.beta <= 1.0:
-            raise ValueError(f"algorithm.params.beta: {self.beta} is outside (0, 1]")
-        if self.tau < 0:
-            raise ValueError(f"algorithm.params.tau: {self.tau} must be >= 0")
-        if self.loss_floor not in LOSS_FLOORS:
-            raise ValueError(
-                f"algorithm.params.loss_floor: {self.loss_floor!r} is not one of {LOSS_FLOORS}"
-            )
-        super().__post_init__()
+    kappa2: float = hyper(1.0, doc="kappa_bar^2, the bound of Sec. IV-C", lo=0.0)
+    beta: float = hyper(
+        1.0, doc="beta, the smoothing of the loss estimates (eq. 17)", lo=0.0, hi=1.0, lo_open=True
+    )
+    tau: float = hyper(0.0, doc="tau, the exclusion threshold (Alg. 1 line 19)", lo=0.0)
+    loss_floor: str = hyper(
+        "running-min",
+        doc="how F_k* is estimated: the paper's running minimum or the client's local optimum",
+        choices=LOSS_FLOORS,
+    )
 
     def fit_config(self, state: AvailabilityState, server_round: int) -> dict[str, Any]:
+        """Ask for ``report-local-optimum`` when F_k* is the clients' local optimum."""
         return {REPORT_LOCAL_OPTIMUM: True} if self.loss_floor == "local-optimum" else {}
 
     def weights(self, state, active, replies):
+        """Update the loss estimates (eq. 17) and choose q^(t) (:func:`ca_fed_weights`)."""
         keys = [RECEIVED_LOSS] + ([LOCAL_OPTIMUM] if self.loss_floor == "local-optimum" else [])
         reported = {key: np.full(active.size, np.nan) for key in keys}
         for k, reply in replies.items():
@@ -348,39 +511,25 @@ class CAFedCore(AvailabilityAwareCore):
 
 # --------------------------------------------------------------- Flower adapters
 class AvailabilityAwareStrategy(CoreStrategy):
-    """The Flower adapter of an :class:`AvailabilityAwareCore`: the model theta the
-    core steps from is the one each round broadcasts. Keyword-only: ``initial_arrays``,
-    the core's parameters (``alpha``, ``server_lr``, ``known_pi``, ``known_lam``, ...),
-    then Flower FedAvg's."""
+    """The Flower adapter of an :class:`AvailabilityAwareCore`.
+
+    The model theta the core steps from is the one each round broadcasts.
+    """
 
     core_type: type[AvailabilityAwareCore]
-    core_params: tuple[str, ...] = ()  # the subclass core's own keyword arguments
-
-    def __init__(
-        self,
-        *,
-        initial_arrays: NDArrays,
-        alpha: ArrayLike,
-        server_lr: float = 1.0,
-        known_pi: ArrayLike | None = None,
-        known_lam: ArrayLike | None = None,
-        **kwargs: Any,
-    ) -> None:
-        own = {k: kwargs.pop(k) for k in self.core_params if k in kwargs}
-        core = self.core_type(
-            alpha=alpha, server_lr=server_lr, known_pi=known_pi, known_lam=known_lam, **own
-        )
-        super().__init__(core, initial_arrays=initial_arrays, **kwargs)
 
     def configure_fit(
         self, server_round: int, parameters: Parameters, client_manager: ClientManager
     ) -> list[tuple[ClientProxy, FitIns]]:
+        """Record the broadcast model as theta, then configure the round as the base does."""
         self.state = replace(self.state, theta=to_arrays(parameters))
         return super().configure_fit(server_round, parameters, client_manager)
 
 
 class CAFed(AvailabilityAwareStrategy):
-    """CA-Fed (Alg. 1) as a Flower Strategy over :class:`CAFedCore`.
+    """CA-Fed (Rodio et al., IEEE/ACM ToN 2024, Alg. 1) as a Flower Strategy.
+
+    Over :class:`CAFedCore`.
 
     How it fits Flower's legacy round (configure_fit -> fit -> aggregate_fit): the
     paper's server first receives A_t and the losses F_k^(t) (line 3), chooses q^(t)
@@ -396,4 +545,3 @@ class CAFed(AvailabilityAwareStrategy):
     """
 
     core_type = CAFedCore
-    core_params = ("kappa2", "beta", "tau", "loss_floor")

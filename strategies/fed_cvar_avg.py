@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from flwr.common import NDArrays
 
 from fedram_flwr.objectives import cvar_gradient_weights, cvar_local_objective
 from fedram_flwr.protocol import (
@@ -39,6 +38,7 @@ from fedram_flwr.protocol import (
 )
 from fedram_flwr.strategies.base import CoreStrategy
 from fedram_flwr.strategies.fedavg import ModelState, WeightedMeanCore
+from fedram_flwr.strategies.hyper import hyper
 
 __all__ = [
     "FedCVaRAvg",
@@ -52,55 +52,48 @@ __all__ = [
 
 @dataclass(frozen=True)
 class FedCVaRAvgCore(WeightedMeanCore):
-    """Fed-CVaR-Avg's server (Alg. 1): state (theta, t) packed as the broadcast arrays;
-    adopts the relayed (theta, t) (an example-weighted average when the RAM relays
-    m > 1), sends (alpha, gamma, eta_t). It never reads rho."""
+    """Fed-CVaR-Avg's server (Theodoropoulos et al., ICASSP 2024, Alg. 1).
 
-    alpha: float
-    gamma: float
-    lr_t: float
-    t_init: float = 0.0
+    State (theta, t) packed as the broadcast arrays; adopts the relayed (theta, t) (an
+    example-weighted average when the RAM relays m > 1), sends (alpha, gamma, eta_t).
+    It never reads rho.
+    """
 
-    def __post_init__(self) -> None:
-        if not 0.0 < self.alpha <= 1.0:
-            raise ValueError(f"algorithm.params.alpha: {self.alpha} is outside (0, 1]")
-        if not 0.0 <= self.gamma <= 1.0:
-            raise ValueError(f"algorithm.params.gamma: {self.gamma} is outside [0, 1]")
-        if self.lr_t < 0.0:
-            raise ValueError(f"algorithm.params.lr_t: {self.lr_t} must be >= 0")
+    alpha: float = hyper(
+        0.1, doc="alpha, the CVaR level (eq. 4; 1: the mean, FedAvg)", lo=0.0, hi=1.0, lo_open=True
+    )
+    gamma: float = hyper(
+        0.1, doc="gamma, the weight of the mean beside the CVaR (eq. 4)", lo=0.0, hi=1.0
+    )
+    lr_t: float = hyper(5e-4, doc="eta_t, the clients' step size on t (Alg. 1 line 8)", lo=0.0)
+    t_init: float = hyper(0.0, doc="t before round 1 (the authors' code: 0)")
 
     def init(self, initial_arrays: Sequence[np.ndarray]) -> ModelState:
+        """Start from (theta_0, t_init), packed as one list of arrays."""
         return ModelState(join_theta_t(initial_arrays, self.t_init))
 
     def fit_config(self, state: ModelState, server_round: int) -> dict[str, Any]:
+        """Send alpha, gamma and eta_t (eq. 6, Alg. 1 line 8)."""
         return {CVAR_ALPHA: self.alpha, CVAR_GAMMA: self.gamma, LR_T: self.lr_t}
 
     def evaluated(self, arrays: Sequence[np.ndarray]) -> tuple[Arrays, dict[str, Any]]:
+        """Evaluate theta only; report the global t beside it."""
         theta, t = split_theta_t(arrays)
         return theta, {THRESHOLD_T: t}
 
     def diagnostics(self, state: ModelState) -> dict[str, Any]:
+        """Log the global t."""
         return {THRESHOLD_T: split_theta_t(state.arrays)[1]}
 
 
 class FedCVaRAvg(CoreStrategy):
-    """Fed-CVaR-Avg (Alg. 1) as a Flower Strategy over :class:`FedCVaRAvgCore`.
+    """Fed-CVaR-Avg (Theodoropoulos et al., ICASSP 2024, Alg. 1) as a Flower Strategy.
+
+    Over :class:`FedCVaRAvgCore`.
 
     ``evaluate_fn`` sees theta only; the reported metrics add the global t. Like
     FedAvg it also serves clients that report no partition id (only one is relayed).
     """
 
+    core_type = FedCVaRAvgCore
     needs_partition_id = False
-
-    def __init__(
-        self,
-        *,
-        initial_arrays: NDArrays,
-        alpha: float,
-        gamma: float,
-        lr_t: float,
-        t_init: float = 0.0,
-        **fedavg_kwargs: Any,
-    ) -> None:
-        core = FedCVaRAvgCore(alpha=alpha, gamma=gamma, lr_t=lr_t, t_init=t_init)
-        super().__init__(core, initial_arrays=initial_arrays, **fedavg_kwargs)

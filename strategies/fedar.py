@@ -28,31 +28,78 @@ arguments; ``strategy.start(grid=..., initial_arrays=...)``).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
+from fedram_flwr.strategies.hyper import hyper
 from fedram_flwr.strategies.stale_updates import MemoryCore
 from fedram_flwr.strategies.vector import VectorStrategy
 
 PSI_MAX = 2.0  # Sec. 4: psi_max = 2 guarantees convergence
+G_RULES = ("convex", "nonconvex")  # Sec. 5's cut-offs g(t), Theorems 1 and 2
 
 
 # ------------------------------------------------------------------ pure functions
 def g_convex(t: int, t0: float, b: float) -> float:
-    """Theorem 1: g(t) = t0 + t / b (t0 > 0, b > 2)."""
+    """Return the convex cut-off g(t) = t0 + t / b (FedAR Sec. 5, Theorem 1).
+
+    Parameters
+    ----------
+    t : int
+        The round, >= 1.
+    t0 : float
+        > 0, rounds.
+    b : float
+        > 2.
+
+    Returns
+    -------
+    float
+        g(t), in rounds: updates at least this old are dropped (eq. 6).
+    """
     return t0 + t / b
 
 
 def g_nonconvex(t: int, t0: float, scale: float) -> float:
-    """Theorem 2: g(t) = scale * max(sqrt(t), sqrt(t0))."""
+    """Return the non-convex cut-off g(t) = c max(sqrt(t), sqrt(t0)) (Sec. 5, Theorem 2).
+
+    Parameters
+    ----------
+    t : int
+        The round, >= 1.
+    t0 : float
+        > 0, rounds.
+    scale : float
+        c, > 0 (Theorem 2's constant, unknown in practice).
+
+    Returns
+    -------
+    float
+        g(t), in rounds.
+    """
     return scale * math.sqrt(max(t, t0))
 
 
 def fedar_weights(tau: np.ndarray, g_t: float, rho: float) -> np.ndarray:
-    """Eq. (6): psi = min((tau + 1)^rho, 2), and 0 where tau >= g(t)."""
+    """Weigh the stored updates by staleness: FedAR eq. (6).
+
+    psi_{i,t} = min((tau(i, t) + 1)^rho, 2), and 0 where tau(i, t) >= g(t).
+
+    Parameters
+    ----------
+    tau : np.ndarray
+        Shape (N,): tau(i, t), rounds since client i's update was stored (eq. 5), >= 0.
+    g_t : float
+        g(t), the cut-off in rounds (:func:`g_convex`, :func:`g_nonconvex`).
+    rho : float
+        The staleness exponent, in [0, 1].
+
+    Returns
+    -------
+    np.ndarray
+        psi, shape (N,), in {0} and [1, 2].
+    """
     psi = np.minimum((np.asarray(tau, dtype=float) + 1.0) ** rho, PSI_MAX)
     return np.where(np.asarray(tau) >= g_t, 0.0, psi)
 
@@ -60,8 +107,25 @@ def fedar_weights(tau: np.ndarray, g_t: float, rho: float) -> np.ndarray:
 def fedar_direction(
     updates: np.ndarray, psi: np.ndarray, seen: np.ndarray
 ) -> tuple[np.ndarray | None, int]:
-    """Eq. (7)'s (1/N_t) sum_i psi_i G_i and N_t, the clients seen with psi_i > 0;
-    ``None`` when N_t = 0. One float32 matrix-vector product: ``updates`` is not copied."""
+    """Return eq. (7)'s direction (1/N_t) sum_i psi_i G_i and N_t.
+
+    One float32 matrix-vector product: ``updates`` is not copied.
+
+    Parameters
+    ----------
+    updates : np.ndarray
+        Shape (N, d), float32: row i is G_i, client i's latest update (eq. 4).
+    psi : np.ndarray
+        Shape (N,): the weights of eq. (6) (:func:`fedar_weights`).
+    seen : np.ndarray
+        Shape (N,), bool: whether client i ever replied.
+
+    Returns
+    -------
+    tuple of (np.ndarray or None, int)
+        The direction, shape (d,) (``None`` when N_t = 0), and N_t, the clients seen
+        with psi_i > 0.
+    """
     weights = np.where(seen, psi, 0.0).astype(np.float32)
     n_t = int(np.count_nonzero(weights))
     return (weights @ updates) / n_t if n_t else None, n_t
@@ -69,31 +133,44 @@ def fedar_direction(
 
 @dataclass(frozen=True, eq=False, kw_only=True)
 class FedARCore(MemoryCore):
-    """FedAR (Alg. 1): the memory weighed by eq. (6) with the cut-off ``g`` (the round t
-    -> g(t), ``g_convex`` or ``g_nonconvex`` with their constants bound). Diagnostics add
-    N_t (``contributing``) and g(t)."""
+    """FedAR's core (Jiang et al., ECML PKDD 2024, Alg. 1).
 
-    rho: float
-    g: Callable[[int], float]
+    The memory weighed by eq. (6) with the cut-off g(t) of Sec. 5 (:meth:`cutoff`:
+    :func:`g_convex` or :func:`g_nonconvex` with ``t0`` and ``b`` or ``scale``). The
+    paper gives no values for t0, b and scale; the defaults drop updates that are
+    10 + t/4 rounds old. Diagnostics add N_t (``contributing``) and g(t).
+    """
 
-    def __post_init__(self) -> None:
-        if not 0.0 <= self.rho <= 1.0:
-            raise ValueError(f"algorithm.params.rho: {self.rho} is outside [0, 1]")
-        super().__post_init__()
+    rho: float = hyper(0.1, doc="rho, the exponent of the staleness weight (eq. 6)", lo=0.0, hi=1.0)
+    g: str = hyper(
+        "convex",
+        doc="the cut-off g(t) of Sec. 5: convex t0 + t / b (Theorem 1) or nonconvex "
+        "scale max(sqrt(t), sqrt(t0)) (Theorem 2)",
+        choices=G_RULES,
+    )
+    t0: float = hyper(10.0, doc="t0 of g(t) (> 0)", lo=0.0, lo_open=True)
+    b: float = hyper(4.0, doc="b of the convex g(t) (> 2)", lo=2.0, lo_open=True)
+    scale: float = hyper(4.0, doc="the constant c of the nonconvex g(t)", lo=0.0, lo_open=True)
+
+    def cutoff(self, server_round: int) -> float:
+        """Return g(t): updates at least this many rounds old are dropped (eq. 6)."""
+        if self.g == "convex":
+            return g_convex(server_round, self.t0, self.b)
+        return g_nonconvex(server_round, self.t0, self.scale)
 
     def direction(self, server_round, memory, active, total_before):
-        g_t = self.g(server_round)
+        """Step along eq. (7): the seen updates weighed by eq. (6) over N_t."""
+        g_t = self.cutoff(server_round)
         psi = fedar_weights(memory.tau, g_t, self.rho)
         v, n_t = fedar_direction(memory.updates, psi, memory.seen)
         return v, {"contributing": n_t, "g": g_t}
 
 
 class FedAR(VectorStrategy):
-    """FedAR (Alg. 1) as a Flower Strategy over :class:`FedARCore`; clients run plain
-    local SGD (ERMClient) with the step size eta_t the strategy sends, and return their
-    model."""
+    """FedAR (Jiang et al., ECML PKDD 2024, Alg. 1) as a Flower Strategy.
+
+    Over :class:`FedARCore`; clients run plain local SGD (ERMClient) with the step size
+    eta_t the strategy sends, and return their model.
+    """
 
     core_type = FedARCore
-
-    def __init__(self, *, rho: float, g: Callable[[int], float], **kwargs: Any) -> None:
-        super().__init__(core_kwargs={"rho": rho, "g": g}, **kwargs)

@@ -26,9 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from fedram_flwr.protocol import Arrays, ClientReply
-from fedram_flwr.strategies.base import CoreStrategy, client_id, in_partition_order
+from fedram_flwr.protocol import Arrays, ClientReply, in_partition_order
+from fedram_flwr.strategies.base import CoreStrategy, client_id
 from fedram_flwr.strategies.core import Core, Outcome
+from fedram_flwr.strategies.hyper import server_lr_hyper
 
 __all__ = [
     "FedAvg",
@@ -50,8 +51,25 @@ def _inplace(x: np.ndarray, y: Any, op: np.ufunc) -> np.ndarray:
 
 
 def weighted_mean_inplace(models: Sequence[Arrays], num_examples: Sequence[int]) -> Arrays:
-    """sum_k (n_k / n) w_k, each model scaled in place, summed in the given order
-    (Flower's ``aggregate_inplace``). ``models`` are overwritten."""
+    """Average the models weighted by their example counts, in place.
+
+    sum_k (n_k / n) w_k with n = sum_k n_k (FedAvg, McMahan et al. 2017, Algorithm 1):
+    each model scaled in place, summed in the given order, op for op as Flower's
+    ``aggregate_inplace``, so the mean is bitwise the same in every engine.
+
+    Parameters
+    ----------
+    models : sequence of Arrays
+        The returned models w_k, each a list of layer arrays, in partition-id order;
+        overwritten.
+    num_examples : sequence of int
+        n_k, each model's number of training examples, >= 0 with a positive sum.
+
+    Returns
+    -------
+    Arrays
+        The weighted mean, layer by layer, in the models' dtypes.
+    """
     total = sum(num_examples)
     scaling = np.asarray([n / total for n in num_examples])
     params = [_inplace(x, scaling[0], np.multiply) for x in models[0]]
@@ -65,15 +83,43 @@ def weighted_mean_inplace(models: Sequence[Arrays], num_examples: Sequence[int])
 
 
 def weighted_average(results: Sequence[tuple[Arrays, float]]) -> Arrays:
-    """sum_k c_k w_k / sum_k c_k (Flower's ``aggregate``, op for op)."""
+    """Average the models with weights c_k (Flower's ``aggregate``, op for op).
+
+    Parameters
+    ----------
+    results : sequence of (Arrays, float)
+        The models w_k with their weights c_k (>= 0, positive sum).
+
+    Returns
+    -------
+    Arrays
+        sum_k c_k w_k / sum_k c_k, layer by layer.
+    """
     total = sum(c for _, c in results)
     weighted = [[layer * c for layer in arrays] for arrays, c in results]
     return [reduce(np.add, layers) / total for layers in zip(*weighted, strict=True)]
 
 
 def server_step(previous: Sequence[np.ndarray], mean: Arrays, server_lr: float) -> Arrays:
-    """x_t + eta_g (mean - x_t), layer by layer in float64 and cast to the mean's dtype;
-    ``mean`` itself when eta_g = 1 (x_t + (mean - x_t) would round)."""
+    """Take the server step x_{t+1} = x_t + eta_g (mean - x_t).
+
+    The global learning rate of the FedAU / FedAWE authors' code; computed layer by
+    layer in float64 and cast to the mean's dtype.
+
+    Parameters
+    ----------
+    previous : sequence of np.ndarray
+        x_t, the model broadcast this round.
+    mean : Arrays
+        The aggregated model (same shapes as ``previous``).
+    server_lr : float
+        eta_g, > 0; 1 returns ``mean`` itself (x_t + (mean - x_t) would round).
+
+    Returns
+    -------
+    Arrays
+        x_{t+1}, layer by layer.
+    """
     if server_lr == 1.0:
         return list(mean)
     out = []
@@ -86,25 +132,36 @@ def server_step(previous: Sequence[np.ndarray], mean: Arrays, server_lr: float) 
 # ------------------------------------------------------------------------ core
 @dataclass(frozen=True)
 class ModelState:
-    """The global model's arrays (as broadcast)."""
+    """The state of the model-averaging cores: the global model.
+
+    Parameters
+    ----------
+    arrays : Arrays
+        The global model's arrays, as broadcast.
+    """
 
     arrays: Arrays
 
 
 @dataclass(frozen=True)
 class WeightedMeanCore(Core[ModelState]):
-    """The example-weighted mean of the returned models, adopted as the new model; no
-    reply, no step."""
+    """Adopt the example-weighted mean of the returned models as the new model.
+
+    No reply, no step (the model stays). No hyper-parameter.
+    """
 
     def init(self, initial_arrays: Sequence[np.ndarray]) -> ModelState:
+        """Start from the initial model."""
         return ModelState(list(initial_arrays))
 
     def arrays(self, state: ModelState) -> Arrays:
+        """Broadcast the global model."""
         return state.arrays
 
     def aggregate(
         self, state: ModelState, server_round: int, replies: Sequence[ClientReply], elapsed: int
     ) -> Outcome[ModelState]:
+        """Replace the model by the replies' weighted mean (:func:`weighted_mean_inplace`)."""
         if not replies:
             return Outcome(state, {}, aggregated=False)
         mean = weighted_mean_inplace(
@@ -115,18 +172,18 @@ class WeightedMeanCore(Core[ModelState]):
 
 @dataclass(frozen=True)
 class FedAvgCore(WeightedMeanCore):
-    """FedAvg: the example-weighted mean, then :func:`server_step` with eta_g =
-    ``server_lr`` (> 0; 1: the mean itself)."""
+    """FedAvg's core (McMahan et al., AISTATS 2017, Algorithm 1).
 
-    server_lr: float = 1.0
+    The example-weighted mean, then :func:`server_step` with eta_g = ``server_lr``
+    (1: the mean itself).
+    """
 
-    def __post_init__(self) -> None:
-        if not self.server_lr > 0.0:
-            raise ValueError(f"algorithm.params.server_lr: {self.server_lr} must be > 0")
+    server_lr: float = server_lr_hyper()
 
     def aggregate(
         self, state: ModelState, server_round: int, replies: Sequence[ClientReply], elapsed: int
     ) -> Outcome[ModelState]:
+        """Average the replies, then take the server step with eta_g."""
         out = super().aggregate(state, server_round, replies, elapsed)
         if not out.aggregated or self.server_lr == 1.0:
             return out
@@ -135,11 +192,12 @@ class FedAvgCore(WeightedMeanCore):
 
 # ---------------------------------------------------------------- Flower adapter
 class FedAvg(CoreStrategy):
-    """Flower's ``FedAvg`` with results aggregated in partition-id order (clients that
-    report no partition id, e.g. a stock Flower app's, are summed first); ``server_lr``:
-    eta_g (:func:`server_step`)."""
+    """FedAvg (McMahan et al., AISTATS 2017) as Flower's ``FedAvg``, reproducible.
 
+    Results are aggregated in partition-id order (clients that report no partition id,
+    e.g. a stock Flower app's, are summed first); ``server_lr``: eta_g
+    (:func:`server_step`).
+    """
+
+    core_type = FedAvgCore
     needs_partition_id = False
-
-    def __init__(self, *, server_lr: float = 1.0, **kwargs: Any) -> None:
-        super().__init__(FedAvgCore(server_lr=server_lr), **kwargs)

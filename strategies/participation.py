@@ -1,6 +1,7 @@
-"""FedAvg over the available clients with per-client aggregation weights: the
-FedAR paper's FedAvg-IS and FedAvg(S=50) baselines (Sec. 6.1), FedAU, and the FedAWE
-paper's FedAvg over all clients.
+"""FedAvg over the available clients with per-client aggregation weights.
+
+The FedAR paper's FedAvg-IS and FedAvg(S=50) baselines (Sec. 6.1), FedAU, and the
+FedAWE paper's FedAvg over all clients.
 
 Every rule here is
 
@@ -52,6 +53,7 @@ from fedram_flwr.protocol import Arrays, ClientReply
 from fedram_flwr.rng import stream
 from fedram_flwr.strategies.availability_estimates import pi_hat
 from fedram_flwr.strategies.core import Outcome
+from fedram_flwr.strategies.hyper import hyper, server_lr_hyper
 from fedram_flwr.strategies.vector import VectorCore, VectorStrategy, client_models
 
 
@@ -63,8 +65,29 @@ def reweighted_step(
     num_clients: int,
     server_lr: float = 1.0,
 ) -> np.ndarray:
-    """w - eta_g ((1/N) sum_i omega_i (w - w_i)), accumulated in float64, one client at a
-    time (eta_g = 1 multiplies exactly: the step is then w - (1/N) sum_i ...)."""
+    """Step w_{t+1} = w_t - eta_g (1/N) sum_{i in A(t)} omega_i (w_t - w_{t,K}^i).
+
+    Accumulated in float64, one client at a time (eta_g = 1 multiplies exactly: the
+    step is then w - (1/N) sum_i ...).
+
+    Parameters
+    ----------
+    w : np.ndarray
+        w_t, shape (d,), float32.
+    client_models : iterable of np.ndarray
+        w_{t,K}^i, shape (d,), of the clients in A(t).
+    weights : sequence of float
+        omega_i, one per model, >= 0.
+    num_clients : int
+        N, >= 1.
+    server_lr : float
+        eta_g, the global learning rate, > 0.
+
+    Returns
+    -------
+    np.ndarray
+        w_{t+1}, shape (d,), float32.
+    """
     acc = np.zeros(w.shape, dtype=np.float64)
     for model, omega in zip(client_models, weights, strict=True):
         acc += omega * (w - model)
@@ -72,8 +95,26 @@ def reweighted_step(
 
 
 def subsample(num_available: int, max_clients: int, seed: int, server_round: int) -> np.ndarray:
-    """Positions (sorted) of at most ``max_clients`` of ``num_available`` clients, drawn
-    uniformly without replacement from a generator seeded by (seed, round)."""
+    """Draw FedAvg(S)'s clients: at most S of the available ones, uniformly.
+
+    Without replacement, from the ``fedavg-s-subsample`` stream seeded by (seed, round).
+
+    Parameters
+    ----------
+    num_available : int
+        |A(t)|, >= 0.
+    max_clients : int
+        S, >= 1.
+    seed : int
+        The scenario seed.
+    server_round : int
+        t, >= 1.
+
+    Returns
+    -------
+    np.ndarray
+        Sorted positions in 0..|A(t)|-1 (all of them when |A(t)| <= S).
+    """
     if num_available <= max_clients:
         return np.arange(num_available)
     rng = stream("fedavg-s-subsample", seed, server_round)
@@ -82,7 +123,18 @@ def subsample(num_available: int, max_clients: int, seed: int, server_round: int
 
 @dataclass(frozen=True)
 class FedAUState:
-    """Per-client interval statistics of FedAU's online estimator (Alg. 1)."""
+    """Per-client interval statistics of FedAU's online estimator (Alg. 1).
+
+    Parameters
+    ----------
+    omega : np.ndarray
+        Shape (N,), float: the running mean of the observed participation intervals,
+        in rounds.
+    count : np.ndarray
+        Shape (N,), int: M, the intervals observed so far.
+    run : np.ndarray
+        Shape (N,), int: R, the rounds in the interval still open.
+    """
 
     omega: np.ndarray  # running mean of the observed intervals
     count: np.ndarray  # M: intervals observed so far
@@ -90,14 +142,31 @@ class FedAUState:
 
     @classmethod
     def zeros(cls, num_clients: int) -> FedAUState:
+        """Return the estimator before round 1 for N = ``num_clients`` clients."""
         z = np.zeros(num_clients, dtype=np.int64)
         return cls(np.zeros(num_clients), z, z)
 
 
 def fedau_update(state: FedAUState, participated: np.ndarray, cutoff: int) -> FedAUState:
-    """One round of FedAU's estimator: R <- R + 1; if i participated or R = K, the
-    interval R closes: omega <- (M omega + R) / (M + 1) (omega = R when M = 0),
-    M <- M + 1, R <- 0."""
+    """Advance FedAU's estimator by one round (Wang and Ji 2024, Alg. 1).
+
+    R <- R + 1; if i participated or R = K, the interval R closes:
+    omega <- (M omega + R) / (M + 1) (omega = R when M = 0), M <- M + 1, R <- 0.
+
+    Parameters
+    ----------
+    state : FedAUState
+        The estimator before the round.
+    participated : np.ndarray
+        Shape (N,), bool: who participated in the round.
+    cutoff : int
+        K, the longest interval counted, >= 1 (``math.inf``: none).
+
+    Returns
+    -------
+    FedAUState
+        The estimator after the round.
+    """
     run = state.run + 1
     close = participated | (run >= cutoff)
     mean = (state.count * state.omega + run) / (state.count + 1)
@@ -109,16 +178,46 @@ def fedau_update(state: FedAUState, participated: np.ndarray, cutoff: int) -> Fe
 
 
 def fedau_weights(state: FedAUState) -> np.ndarray:
-    """FedAU's omega_i: the mean observed interval, 1 before any was observed."""
+    """Return FedAU's omega_i: the mean observed interval, 1 before any was observed.
+
+    Parameters
+    ----------
+    state : FedAUState
+        The estimator.
+
+    Returns
+    -------
+    np.ndarray
+        omega, shape (N,), each >= 1 (rounds).
+    """
     return np.where(state.count > 0, state.omega, 1.0)
 
 
 def fedau_round(
     state: FedAUState, num_clients: int, active: list[int], elapsed: int, cutoff: float
 ) -> tuple[np.ndarray, FedAUState]:
-    """omega_i of the ``active`` clients in round t (from the rounds before t), and the
-    estimator after round t; the ``elapsed`` - 1 rounds skipped before it (nobody was
-    available) count as rounds without participation."""
+    """Run FedAU's estimator over round t (and the rounds skipped before it).
+
+    Parameters
+    ----------
+    state : FedAUState
+        The estimator after the last aggregated round.
+    num_clients : int
+        N, >= 1.
+    active : list of int
+        The partition ids that participated in round t.
+    elapsed : int
+        Rounds since the last aggregation, >= 1: the ``elapsed`` - 1 rounds skipped
+        before t (nobody was available) count as rounds without participation.
+    cutoff : float
+        K, the longest interval counted, >= 1 (``math.inf``: none).
+
+    Returns
+    -------
+    tuple of (np.ndarray, FedAUState)
+        omega_i of the ``active`` clients in round t (from the rounds before t), and the
+        estimator after round t.
+    """
     none = np.zeros(num_clients, dtype=bool)
     for _ in range(elapsed - 1):
         state = fedau_update(state, none, cutoff)
@@ -131,9 +230,37 @@ def fedau_round(
 KnownP = np.ndarray | Callable[[int], np.ndarray]
 
 
+def known_p_hyper() -> Any:
+    """Declare the oracle's p_i once for FedAvg-IS and FedStale (a :func:`hyper` field)."""
+    return hyper(
+        None,
+        doc="p_i, the oracle's participation probabilities (oracle-informed: one per "
+        "client or a function round -> p_i^t; None: estimated online)",
+        run="known-p",
+    )
+
+
 def check_known_p(known_p: Sequence[float] | KnownP, num_clients: int) -> KnownP:
-    """The oracle's p_i as an array (each in (0, 1]), or a function round -> p_i^t kept
-    as it is (checked in each round by :func:`known_probabilities`)."""
+    """Check the oracle's p_i.
+
+    Parameters
+    ----------
+    known_p : sequence of float or KnownP
+        One p_i per client, or a function round -> p_i^t.
+    num_clients : int
+        N, >= 1.
+
+    Returns
+    -------
+    KnownP
+        The p_i as an array (each in (0, 1]), or the function as it is (checked in each
+        round by :func:`known_probabilities`).
+
+    Raises
+    ------
+    ValueError
+        If the array does not hold N probabilities in (0, 1].
+    """
     if callable(known_p):
         return known_p
     p = np.asarray(known_p, dtype=float)
@@ -147,9 +274,31 @@ def check_known_p(known_p: Sequence[float] | KnownP, num_clients: int) -> KnownP
 def known_probabilities(
     known_p: KnownP, num_clients: int, server_round: int, active: list[int]
 ) -> np.ndarray:
-    """p_i^t of the ``active`` clients in ``server_round`` (the constant p_i of a
-    stationary ``known_p``): p_i^t may be 0 (the interleaved sine's cut), but a client
-    active with p_i^t = 0 is an error naming the client and the round."""
+    """Return p_i^t of the ``active`` clients in ``server_round``.
+
+    Parameters
+    ----------
+    known_p : KnownP
+        The checked p_i (:func:`check_known_p`): constant for a stationary law.
+    num_clients : int
+        N, >= 1.
+    server_round : int
+        t, >= 1.
+    active : list of int
+        Partition ids, in 0..N-1.
+
+    Returns
+    -------
+    np.ndarray
+        p_i^t, shape (len(active),), in (0, 1].
+
+    Raises
+    ------
+    ValueError
+        If the function's p^t is not N probabilities in [0, 1] (p_i^t may be 0: the
+        interleaved sine's cut), or an active client has p_i^t = 0 (naming the client
+        and the round).
+    """
     if not callable(known_p):
         return known_p[active]
     p = np.asarray(known_p(server_round), dtype=float)
@@ -170,8 +319,16 @@ def known_probabilities(
 # ------------------------------------------------------------------------ cores
 @dataclass(frozen=True)
 class ReweightedState:
-    """w_t (float32 vector) and the rule's own estimator state (``None`` for FedAvg(S),
-    the availability counts for FedAvg-IS, :class:`FedAUState` for FedAU)."""
+    """The reweighted cores' state.
+
+    Parameters
+    ----------
+    w : np.ndarray
+        w_t, shape (d,), float32.
+    estimator : Any
+        The rule's own estimator state: ``None`` for FedAvg(S), the availability counts
+        for FedAvg-IS, :class:`FedAUState` for FedAU.
+    """
 
     w: np.ndarray
     estimator: Any = None
@@ -179,22 +336,45 @@ class ReweightedState:
 
 @dataclass(frozen=True, eq=False, kw_only=True)
 class ReweightedCore(VectorCore[ReweightedState]):
-    """Steps by :func:`reweighted_step` with the omega_i of :meth:`weights` and eta_g =
-    ``server_lr`` (exactly 1 unless a subclass declares it)."""
+    """The base of the reweighted cores: a step with per-client weights omega_i.
+
+    Steps by :func:`reweighted_step` with the omega_i of :meth:`weights` and eta_g =
+    ``server_lr`` (exactly 1 unless a subclass declares it).
+    """
 
     def init(self, initial_arrays: Sequence[np.ndarray]) -> ReweightedState:
+        """Start from the initial model and :meth:`init_estimator`."""
         return ReweightedState(self.vector(initial_arrays), self.init_estimator())
 
     def init_estimator(self) -> Any:
+        """Return the estimator state before round 1 (none here)."""
         return None
 
     def arrays(self, state: ReweightedState) -> Arrays:
+        """Broadcast w_t."""
         return self.unflatten(state.w)
 
     def weights(
         self, estimator: Any, server_round: int, active: list[int], elapsed: int
     ) -> tuple[np.ndarray, Any]:
-        """omega_i of the active clients and the estimator after round t."""
+        """Return omega_i of the active clients and the estimator after round t.
+
+        Parameters
+        ----------
+        estimator : Any
+            The estimator state before round t.
+        server_round : int
+            t, >= 1.
+        active : list of int
+            The partition ids that replied, in 0..N-1.
+        elapsed : int
+            Rounds since the last aggregation, >= 1.
+
+        Returns
+        -------
+        tuple of (np.ndarray, Any)
+            omega_i, shape (len(active),), and the estimator after round t.
+        """
         raise NotImplementedError
 
     def aggregate(
@@ -204,6 +384,7 @@ class ReweightedCore(VectorCore[ReweightedState]):
         replies: Sequence[ClientReply],
         elapsed: int,
     ) -> Outcome[ReweightedState]:
+        """Weigh the replies by :meth:`weights` and step by :func:`reweighted_step`."""
         active = [r.partition_id for r in replies]
         omega, estimator = self.weights(state.estimator, server_round, active, elapsed)
         if not active:  # nobody available: the estimator counts the round, w stays
@@ -221,133 +402,146 @@ class ReweightedCore(VectorCore[ReweightedState]):
 
 @dataclass(frozen=True, eq=False, kw_only=True)
 class FedAvgAllCore(ReweightedCore):
-    """FedAvg over all clients: omega_i = 1, so w_{t+1} = w_t - (1/N) sum_{i in A(t)}
-    (w_t - w_{t,K}^i), the N - |A(t)| unavailable clients counted as zero updates."""
+    """FedAvg over all clients' core (Xiang et al., NeurIPS 2024, App. J.2).
+
+    omega_i = 1, so w_{t+1} = w_t - (1/N) sum_{i in A(t)} (w_t - w_{t,K}^i), the
+    N - |A(t)| unavailable clients counted as zero updates.
+    """
 
     def weights(self, estimator, server_round, active, elapsed):
+        """Weigh every reply 1."""
         return np.ones(len(active)), estimator
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
 class FedAvgISCore(ReweightedCore):
-    """FedAvg-IS: omega_i = 1 / p_i with the oracle's ``known_p`` (oracle-informed) or,
-    when it is ``None``, the estimate p_hat_i of round t, which counts round t itself
+    """FedAvg-IS's core (FedAR Sec. 6.1): omega_i = 1 / p_i.
+
+    p_i is the oracle's ``known_p`` (oracle-informed) or, when it is ``None``, the
+    estimate p_hat_i of round t, which counts round t itself
     (as CA-Fed's server does; rounds in which nobody was available count as rounds).
     The estimator state is each client's count of rounds available. ``server_lr``: eta_g.
 
     ``known_p`` is one p_i per client (a stationary law, each in (0, 1]) or a function
     server round -> p_i^t per client (a non-stationary one: FedAvg with known p_i^t,
     FedAWE Table 2), read in each round: p_i^t may be 0 (the interleaved sine's cut),
-    but a client active with p_i^t = 0 is an error naming the client and the round."""
+    but a client active with p_i^t = 0 is an error naming the client and the round.
+    """
 
-    known_p: KnownP | None = None
-    server_lr: float = 1.0
+    known_p: KnownP | None = known_p_hyper()
+    server_lr: float = server_lr_hyper()
 
     def __post_init__(self) -> None:
+        """Check the hyper-parameters, and ``known_p`` against N."""
         super().__post_init__()
         if self.known_p is not None:
             object.__setattr__(self, "known_p", check_known_p(self.known_p, self.num_clients))
 
     def init_estimator(self) -> np.ndarray:
+        """Return each client's count of rounds available: zeros."""
         return np.zeros(self.num_clients, dtype=np.int64)
 
     def known_at(self, server_round: int, active: list[int]) -> np.ndarray:
-        """p_i^t of the ``active`` clients in ``server_round`` (:func:`known_probabilities`)."""
+        """Return p_i^t of the ``active`` clients in round t (:func:`known_probabilities`)."""
         return known_probabilities(self.known_p, self.num_clients, server_round, active)
 
+    def estimate(self, counts: np.ndarray, server_round: int) -> np.ndarray:
+        """Estimate p_i of round t from the counts of rounds available up to t.
+
+        CA-Fed's estimate with a Beta(1, 1) prior, (count + 1) / (t + 2).
+        """
+        return pi_hat(counts, server_round, 1.0, 1.0)
+
     def weights(self, estimator, server_round, active, elapsed):
+        """Weigh each reply 1 / p_i (known) or 1 / p_hat_i (CA-Fed's estimate)."""
         counts = estimator.copy()
         counts[active] += 1
         if self.known_p is not None:
             return 1.0 / self.known_at(server_round, active), counts
-        return 1.0 / pi_hat(counts, server_round, 1.0, 1.0)[active], counts
+        return 1.0 / self.estimate(counts, server_round)[active], counts
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
 class FedAvgSampledCore(ReweightedCore):
-    """FedAvg(S): the mean model of at most ``max_clients`` available clients, drawn by
-    :meth:`select` from (seed, round)."""
+    """FedAvg(S)'s core (FedAR Sec. 6.1): at most S available clients a round.
 
-    max_clients: int
-    seed: int
+    The mean model of at most ``max_clients`` available clients, drawn by
+    :meth:`select` from (seed, round).
+    """
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.max_clients < 1:
-            raise ValueError(f"algorithm.params.max_clients: {self.max_clients} must be >= 1")
+    max_clients: int = hyper(50, doc="S, the most clients a round (FedAR Sec. 6.1: 50)", lo=1)
+    seed: int = hyper(doc="the seed of the draws (with the round)", run="seed")
 
     def select(self, num_available: int, server_round: int) -> np.ndarray:
-        """Positions of the available clients (in partition order) that train."""
+        """Return the positions of the available clients (in partition order) that train."""
         return subsample(num_available, self.max_clients, self.seed, server_round)
 
+    def kept(self, server_round: int, replies: Sequence[ClientReply]) -> Sequence[int]:
+        """Return the seeded subset (:meth:`select`) among the replies.
+
+        Asked when the server could not choose before training (the Message API without
+        an availability wrapper).
+        """
+        return self.select(len(replies), server_round)
+
     def weights(self, estimator, server_round, active, elapsed):
+        """Weigh each reply N / |S_t| (the mean of the drawn clients' models)."""
         return np.full(len(active), self.num_clients / max(len(active), 1)), estimator
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
 class FedAUCore(ReweightedCore):
-    """FedAU: omega_i of :func:`fedau_weights` from the rounds before t, then
+    """FedAU's core (Wang and Ji, ICLR 2024, Alg. 1).
+
+    omega_i of :func:`fedau_weights` from the rounds before t, then
     :func:`fedau_update` with round t; skipped rounds (nobody available) count as
-    rounds without participation. ``cutoff`` is the paper's K, ``server_lr`` eta_g."""
+    rounds without participation. ``cutoff`` is the paper's K, ``server_lr`` eta_g.
+    """
 
-    cutoff: int
-    server_lr: float = 1.0
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.cutoff < 1:
-            raise ValueError(f"algorithm.params.cutoff: {self.cutoff} must be >= 1")
+    cutoff: int = hyper(
+        50,
+        doc="K, the longest participation interval counted (the second variant of Wang & "
+        "Ji's code; a K at least the number of rounds: no cut-off, their default)",
+        lo=1,
+    )
+    server_lr: float = server_lr_hyper()
 
     def init_estimator(self) -> FedAUState:
+        """Return FedAU's estimator before round 1."""
         return FedAUState.zeros(self.num_clients)
 
     def weights(self, estimator, server_round, active, elapsed):
+        """Weigh each reply by FedAU's online estimate (:func:`fedau_round`)."""
         return fedau_round(estimator, self.num_clients, active, elapsed, self.cutoff)
 
 
 # --------------------------------------------------------------- Flower adapters
 class FedAvgAll(VectorStrategy):
-    """FedAvg over all clients over :class:`FedAvgAllCore`."""
+    """FedAvg over all clients (FedAWE paper, App. J.2) over :class:`FedAvgAllCore`."""
 
     core_type = FedAvgAllCore
 
 
 class FedAvgIS(VectorStrategy):
-    """FedAvg-IS over :class:`FedAvgISCore` (``known_p``: the oracle's p_i, a function
-    round -> p_i^t, or None; ``server_lr``: eta_g)."""
+    """FedAvg-IS (FedAR paper, Sec. 6.1) as a Flower Strategy over :class:`FedAvgISCore`."""
 
     core_type = FedAvgISCore
 
-    def __init__(
-        self,
-        *,
-        known_p: Sequence[float] | Callable[[int], np.ndarray] | None = None,
-        server_lr: float = 1.0,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(core_kwargs={"known_p": known_p, "server_lr": server_lr}, **kwargs)
-
 
 class FedAvgSampled(VectorStrategy):
-    """FedAvg(S) over :class:`FedAvgSampledCore`."""
+    """FedAvg(S) (FedAR paper, Sec. 6.1) as a Flower Strategy over :class:`FedAvgSampledCore`."""
 
     core_type = FedAvgSampledCore
-
-    def __init__(self, *, max_clients: int, seed: int, **kwargs: Any) -> None:
-        super().__init__(core_kwargs={"max_clients": max_clients, "seed": seed}, **kwargs)
 
     def configure_fit(
         self, server_round: int, parameters: Parameters, client_manager: ClientManager
     ) -> list[tuple[ClientProxy, FitIns]]:
-        """Keeps the core's seeded subset of the oracle's clients (in partition order)."""
+        """Keep the core's seeded subset of the oracle's clients (in partition order)."""
         pairs = super().configure_fit(server_round, parameters, client_manager)
         return [pairs[k] for k in self.core.select(len(pairs), server_round)]
 
 
 class FedAU(VectorStrategy):
-    """FedAU over :class:`FedAUCore` (``cutoff``: K; ``server_lr``: eta_g)."""
+    """FedAU (Wang and Ji, ICLR 2024) as a Flower Strategy over :class:`FedAUCore`."""
 
     core_type = FedAUCore
-
-    def __init__(self, *, cutoff: int, server_lr: float = 1.0, **kwargs: Any) -> None:
-        super().__init__(core_kwargs={"cutoff": cutoff, "server_lr": server_lr}, **kwargs)

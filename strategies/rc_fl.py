@@ -33,14 +33,13 @@ arguments; ``strategy.start(grid=..., initial_arrays=...)``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from flwr.common import (
     FitIns,
-    GetPropertiesIns,
     NDArrays,
     Parameters,
     Scalar,
@@ -59,8 +58,6 @@ from fedram_flwr.objectives import (
 )
 from fedram_flwr.protocol import (
     LR_ETA,
-    NUM_EXAMPLES,
-    PARTITION_ID,
     RCFL_ALPHA,
     RCFL_MU,
     RCFL_P,
@@ -74,6 +71,9 @@ from fedram_flwr.rng import stream
 from fedram_flwr.strategies.base import CoreStrategy
 from fedram_flwr.strategies.core import Core, Outcome
 from fedram_flwr.strategies.fedavg import weighted_average
+from fedram_flwr.strategies.hyper import hyper
+
+N = TypeVar("N", bound=Hashable)  # a node's name (a proxy's cid, a Message-API node id)
 
 __all__ = [
     "RFedFair",
@@ -89,20 +89,71 @@ __all__ = [
 
 # ------------------------------------------------------------------ pure functions
 def rcfl_dual(eta, losses: np.ndarray, p: np.ndarray, alpha: np.ndarray) -> np.ndarray:
-    """F_alpha(omega, eta) = eta + sum_i (p_i / alpha_i) (f_i - eta)_+ (eq. 2/4), for
-    one eta or an array of them."""
+    """Return RC-FL's dual objective F_alpha(omega, eta) (eq. 2/4).
+
+    F_alpha(omega, eta) = eta + sum_i (p_i / alpha_i) (f_i - eta)_+.
+
+    Parameters
+    ----------
+    eta : float or array_like
+        The threshold(s) eta, in loss units: one value or an array of them.
+    losses : np.ndarray
+        Shape (N,): f_i(omega), the clients' losses.
+    p : np.ndarray
+        Shape (N,): p_i = m_i / m, the clients' data shares.
+    alpha : np.ndarray
+        Shape (N,): alpha_i, each in [p_i, 1].
+
+    Returns
+    -------
+    np.ndarray
+        F_alpha, shaped as ``eta``.
+    """
     eta = np.asarray(eta, dtype=float)
     return eta + np.maximum(-np.subtract.outer(eta, losses), 0.0) @ (p / alpha)
 
 
 def rcfl_smoothed(eta, losses: np.ndarray, p: np.ndarray, alpha: np.ndarray, mu: float):
-    """F^mu_alpha(omega, eta) = sum_i p_i f^{mu,i} (eq. 5), for one eta or an array."""
+    """Return RC-FL's smoothed objective F^mu_alpha(omega, eta) = sum_i p_i f^{mu,i} (eq. 5).
+
+    Parameters
+    ----------
+    eta, losses, p, alpha
+        As :func:`rcfl_dual`'s.
+    mu : float
+        The smoothing of phi_mu, > 0.
+
+    Returns
+    -------
+    np.ndarray
+        F^mu_alpha, shaped as ``eta``; F <= F^mu <= F + mu tau_alpha (Lemma 2).
+    """
     eta = np.asarray(eta, dtype=float)
     return eta + softplus_mu(-np.subtract.outer(eta, losses), mu) @ (p / alpha)
 
 
 def per_client(value: float | Sequence[float], num_clients: int, field: str) -> np.ndarray:
-    """A scalar (every client) or one value per client, as a float array."""
+    """Expand a scalar (every client) or one value per client into a float array.
+
+    Parameters
+    ----------
+    value : float or sequence of float
+        One value, or N of them.
+    num_clients : int
+        N, >= 1.
+    field : str
+        The parameter's name, for the error.
+
+    Returns
+    -------
+    np.ndarray
+        Shape (N,).
+
+    Raises
+    ------
+    ValueError
+        If ``value`` holds neither 1 nor N values.
+    """
     v = np.atleast_1d(np.asarray(value, dtype=float))
     if v.size == 1:
         return np.full(num_clients, v[0])
@@ -112,9 +163,26 @@ def per_client(value: float | Sequence[float], num_clients: int, field: str) -> 
 
 
 def draw_with_replacement(p: np.ndarray, k: int, seed: int, server_round: int) -> dict[int, int]:
-    """Partial participation (Sec. 4, after Li et al. 2020b): K draws with replacement
-    by p (normalised), from a generator seeded by (seed, round). Returns position ->
-    multiplicity."""
+    """Draw rFedFair's partial participation: K draws with replacement by p (Sec. 4).
+
+    After Li et al. 2020b; from the ``rcfl-draws`` stream seeded by (seed, round).
+
+    Parameters
+    ----------
+    p : np.ndarray
+        Shape (n,): the candidates' weights, >= 0 with a positive sum (normalised here).
+    k : int
+        K, the number of draws, >= 1.
+    seed : int
+        The scenario seed.
+    server_round : int
+        t, >= 1.
+
+    Returns
+    -------
+    dict of int to int
+        Position in ``p`` -> times drawn, >= 1 (the counts sum to K).
+    """
     rng = stream("rcfl-draws", seed, server_round)
     drawn = rng.choice(len(p), size=k, replace=True, p=p / p.sum())
     values, counts = np.unique(drawn, return_counts=True)
@@ -124,8 +192,20 @@ def draw_with_replacement(p: np.ndarray, k: int, seed: int, server_round: int) -
 # ------------------------------------------------------------------------ core
 @dataclass(frozen=True, eq=False)
 class RFedFairState:
-    """The global (omega, eta) as broadcast, the running sum of the broadcast omegas
-    and their count (omega_tilde_T), and the round's draw: partition id -> times drawn."""
+    """rFedFair's server state (Alg. 1).
+
+    Parameters
+    ----------
+    arrays : Arrays
+        The global (omega, eta) as broadcast: omega's arrays, then eta as a 1-element
+        array.
+    omega_sum : list of np.ndarray or None
+        The running sum of the broadcast omegas, float64 (``None`` before round 1).
+    averaged_rounds : int
+        How many omegas are summed, >= 0 (omega_tilde_T = omega_sum / T).
+    multiplicity : dict of int to int
+        The round's draw: partition id -> times drawn, >= 1.
+    """
 
     arrays: Arrays
     omega_sum: list[np.ndarray] | None = None
@@ -135,41 +215,57 @@ class RFedFairState:
 
 @dataclass(frozen=True, eq=False, kw_only=True)
 class RFedFairCore(Core[RFedFairState]):
-    """rFedFair's server (Alg. 1): alpha (one value or one per client), mu, beta_eta
-    (``lr_eta``), eta's start, K (``clients_per_round``; ``None``: full participation)
-    and the seed of the draws."""
+    """rFedFair's server (RC-FL paper, Alg. 1).
 
-    alpha: np.ndarray
-    mu: float = 0.01
-    lr_eta: float = 0.01
-    eta_init: float = 0.0
-    clients_per_round: int | None = None
-    seed: int = 0
+    alpha (one value or one per client), mu, beta_eta (``lr_eta``), eta's start, K
+    (``clients_per_round``; ``None``: full participation) and the seed of the draws.
+    """
+
+    alpha: tuple[float, ...] = hyper(
+        (0.5,),
+        doc="alpha_i, one value for every client or one per client, each in [p_i, 1] "
+        "(p_i = m_i / m; checked against the data when the run starts)",
+        lo=0.0,
+        hi=1.0,
+        lo_open=True,
+    )
+    mu: float = hyper(0.01, doc="mu, the smoothing of phi_mu (Sec. 4)", lo=0.0, lo_open=True)
+    lr_eta: float = hyper(
+        doc="beta_eta, eta's step size (Alg. 1's beta)", lo=0.0, run_default="training-lr"
+    )
+    eta_init: float = hyper(0.0, doc="eta before round 1")
+    clients_per_round: int | None = hyper(
+        None,
+        doc="K, draws with replacement by p_i a round (None: full participation)",
+        lo=1,
+    )
+    seed: int = hyper(0, doc="the seed of the draws (with the round)", run="seed")
 
     def __post_init__(self) -> None:
-        a = np.atleast_1d(np.asarray(self.alpha, dtype=float))
-        if np.any(a <= 0) or np.any(a > 1):
-            raise ValueError(f"algorithm.params.alpha: {a.tolist()} must lie in (0, 1]")
-        if self.mu <= 0 or self.lr_eta < 0:
-            raise ValueError(
-                f"algorithm.params: mu ({self.mu}) must be > 0, lr_eta ({self.lr_eta}) >= 0"
-            )
-        k = self.clients_per_round
-        if k is not None and k < 1:
-            raise ValueError(f"algorithm.params.clients_per_round: {k} < 1")
-        object.__setattr__(self, "alpha", a)
+        """Check the hyper-parameters; hold alpha as a float array."""
+        super().__post_init__()
+        object.__setattr__(self, "alpha", np.atleast_1d(np.asarray(self.alpha, dtype=float)))
 
     def client_count(self) -> int | None:
+        """Return N when alpha has one value per client, else ``None``."""
         return self.alpha.size if self.alpha.size > 1 else None  # one alpha_i per client
 
     def init(self, initial_arrays: Sequence[np.ndarray]) -> RFedFairState:
+        """Start from (omega_0, ``eta_init``)."""
         return RFedFairState(join_theta_t(initial_arrays, self.eta_init))
 
     def arrays(self, state: RFedFairState) -> Arrays:
+        """Broadcast (omega, eta)."""
         return state.arrays
 
     def alpha_of(self, pid: int) -> float:
-        """alpha_i of partition ``pid`` (one alpha for all, or one per client)."""
+        """Return alpha_i of partition ``pid`` (one alpha for all, or one per client).
+
+        Raises
+        ------
+        ValueError
+            If alpha has one value per client and none for ``pid``.
+        """
         if self.alpha.size == 1:
             return float(self.alpha[0])
         if pid >= self.alpha.size:
@@ -179,7 +275,7 @@ class RFedFairCore(Core[RFedFairState]):
         return float(self.alpha[pid])
 
     def broadcast(self, state: RFedFairState, arrays: Sequence[np.ndarray]) -> RFedFairState:
-        """The state once ``arrays`` is broadcast: its omega added to omega_tilde's sum."""
+        """Return the state once ``arrays`` is broadcast: its omega added to omega_tilde's sum."""
         omega, _ = split_theta_t(arrays)
         total = state.omega_sum
         if total is None:
@@ -190,9 +286,33 @@ class RFedFairCore(Core[RFedFairState]):
     def select(
         self, state: RFedFairState, p: dict[int, float], available: Sequence[int], server_round: int
     ) -> tuple[RFedFairState, dict[int, dict[str, Any]]]:
-        """Z of Alg. 1 among the ``available`` partition ids (sorted): all of them (full),
-        or K draws with replacement by p renormalised over them. Returns the state with
-        the draw and each chosen client's fit config (its alpha_i, p_i, mu, beta_eta)."""
+        """Choose Z of Alg. 1 among the available clients.
+
+        All of them (full participation), or K draws with replacement by p renormalised
+        over them (:func:`draw_with_replacement`).
+
+        Parameters
+        ----------
+        state : RFedFairState
+            The state before the draw.
+        p : dict of int to float
+            p_i = m_i / m of every client seen, by partition id.
+        available : sequence of int
+            The available partition ids, sorted.
+        server_round : int
+            t, >= 1.
+
+        Returns
+        -------
+        tuple of (RFedFairState, dict of int to dict)
+            The state with the draw, and each chosen client's fit config (its alpha_i,
+            p_i, mu, beta_eta).
+
+        Raises
+        ------
+        ValueError
+            If some alpha_i is outside [p_i, 1].
+        """
         alpha = {pid: self.alpha_of(pid) for pid in p}
         check_alpha(list(alpha.values()), list(p.values()), "algorithm.params.alpha")
         if self.clients_per_round is None:
@@ -208,11 +328,35 @@ class RFedFairCore(Core[RFedFairState]):
         }
         return replace(state, multiplicity=multiplicity), configs
 
+    def fit_configs(
+        self,
+        state: RFedFairState,
+        partition_of: Mapping[N, int],
+        sizes: Mapping[int, int],
+        server_round: int,
+    ) -> tuple[RFedFairState, list[tuple[N, dict[str, Any]]]]:
+        """Draw Z of the round among the available nodes ``partition_of``.
+
+        ``partition_of``: node -> partition id (any node names); p_i = m_i / m over
+        ``sizes`` (partition id -> m_i of every client known). Returns the state with
+        the draw, and (node, its fit config) for each chosen node in partition-id order
+        (:meth:`select`). Both Flower faces send exactly these.
+        """
+        m = sum(sizes.values())
+        p = dict(sorted((pid, size / m) for pid, size in sizes.items()))
+        nodes = sorted(partition_of, key=partition_of.__getitem__)
+        pids = [partition_of[node] for node in nodes]
+        state, configs = self.select(state, p, pids, server_round)
+        return state, [(node, configs[pid]) for node, pid in zip(nodes, pids) if pid in configs]
+
     def aggregate(
         self, state: RFedFairState, server_round: int, replies: Sequence[ClientReply], elapsed: int
     ) -> Outcome[RFedFairState]:
-        """The p_i-weighted average of the returns (full), or their mean with a client
-        drawn c times counted c times (partial)."""
+        """Average the returned (omega, eta).
+
+        The p_i-weighted average of the returns (full), or their mean with a client
+        drawn c times counted c times (partial).
+        """
         if not replies:
             return Outcome(state, {}, aggregated=False)
         full = self.clients_per_round is None
@@ -224,22 +368,24 @@ class RFedFairCore(Core[RFedFairState]):
         return Outcome(replace(state, arrays=new), {THRESHOLD_ETA: float(new[-1].reshape(-1)[0])})
 
     def averaged_omega(self, state: RFedFairState) -> NDArrays | None:
-        """omega_tilde_T: the mean of the omegas broadcast so far (None before round 1)."""
+        """Return omega_tilde_T: the mean of the omegas broadcast so far (None before round 1)."""
         if state.omega_sum is None:
             return None
         return [(s / state.averaged_rounds).astype(np.float32) for s in state.omega_sum]
 
     def evaluated(self, arrays: Sequence[np.ndarray]) -> tuple[Arrays, dict[str, Any]]:
+        """Evaluate omega only; report eta beside it."""
         omega, eta = split_theta_t(arrays)
         return omega, {THRESHOLD_ETA: eta}
 
     def diagnostics(self, state: RFedFairState) -> dict[str, Any]:
+        """Log the global eta."""
         return {THRESHOLD_ETA: split_theta_t(state.arrays)[1]}
 
 
 # ------------------------------------------------------------------ Flower adapter
 class RFedFair(CoreStrategy):
-    """rFedFair (Alg. 1) as a Flower Strategy over :class:`RFedFairCore`.
+    """rFedFair (RC-FL paper, Alg. 1) as a Flower Strategy over :class:`RFedFairCore`.
 
     Global parameters are omega's arrays followed by eta as a 1-element array (the
     layout of :func:`~fedram_flwr.protocol.join_theta_t`). Each round every available
@@ -267,62 +413,35 @@ class RFedFair(CoreStrategy):
     at the granularity the server sees: its local iterates stay on the clients).
     """
 
-    def __init__(
-        self,
-        *,
-        initial_arrays: NDArrays,
-        alpha: float | Sequence[float],
-        mu: float = 0.01,
-        lr_eta: float = 0.01,
-        eta_init: float = 0.0,
-        clients_per_round: int | None = None,
-        seed: int = 0,
-        **fedavg_kwargs: Any,
-    ) -> None:
-        core = RFedFairCore(
-            alpha=alpha,
-            mu=mu,
-            lr_eta=lr_eta,
-            eta_init=eta_init,
-            clients_per_round=clients_per_round,
-            seed=seed,
-        )
-        super().__init__(core, initial_arrays=initial_arrays, **fedavg_kwargs)
+    core_type = RFedFairCore
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self.known: dict[str, tuple[int, int]] = {}  # cid -> (partition id, m_i)
-
-    def learn_clients(self, proxies: Sequence[ClientProxy]) -> None:
-        for proxy in proxies:
-            if proxy.cid not in self.known:
-                res = proxy.get_properties(GetPropertiesIns(config={}), timeout=None, group_id=None)
-                props = res.properties
-                self.known[proxy.cid] = (int(props[PARTITION_ID]), int(props[NUM_EXAMPLES]))
-
-    def client_p(self) -> dict[int, float]:
-        """p_i = m_i / m over every client seen (partition id -> p_i)."""
-        m = sum(n for _, n in self.known.values())
-        return {pid: n / m for pid, n in self.known.values()}
 
     def configure_fit(
         self, server_round: int, parameters: Parameters, client_manager: ClientManager
     ) -> list[tuple[ClientProxy, FitIns]]:
+        """Draw Z among the available clients and send each its own fit config."""
         self.state = self.core.broadcast(self.state, parameters_to_ndarrays(parameters))
         available = client_manager.sample(num_clients=client_manager.num_available())
-        self.learn_clients([*client_manager.all().values(), *available])
-        p = dict(sorted(self.client_p().items()))  # partition ids 0..N-1 when all connected
-        available = sorted(available, key=lambda c: self.known[c.cid][0])
-        pids = [self.known[c.cid][0] for c in available]
-        self.state, configs = self.core.select(self.state, p, pids, server_round)
+        every = [*client_manager.all().values(), *available]
+        placed = self.placements(client_manager, every, sizes=True)
+        self.known.update({cid: (p.partition_id, p.num_examples) for cid, p in placed.items()})
+        proxy_of = {proxy.cid: proxy for proxy in available}
+        self.state, configs = self.core.fit_configs(
+            self.state,
+            {cid: self.known[cid][0] for cid in proxy_of},
+            dict(self.known.values()),
+            server_round,
+        )
         base = self.on_fit_config_fn(server_round) if self.on_fit_config_fn else {}
-        return [
-            (proxy, FitIns(parameters, {**base, **configs[pid]}))
-            for proxy, pid in zip(available, pids)
-            if pid in configs
-        ]
+        return [(proxy_of[cid], FitIns(parameters, {**base, **cfg})) for cid, cfg in configs]
 
     def evaluate(
         self, server_round: int, parameters: Parameters
     ) -> tuple[float, dict[str, Scalar]] | None:
-        """``evaluate_fn`` on omega, with eta and the ``avg-`` metrics of omega_tilde_T."""
+        """Run ``evaluate_fn`` on omega, with eta and the ``avg-`` metrics of omega_tilde_T."""
         result = super().evaluate(server_round, parameters)
         if result is None:
             return None

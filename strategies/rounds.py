@@ -1,5 +1,7 @@
-"""The round policy's checks, Flower-free: what both Flower faces of every strategy (the
-legacy adapters of :mod:`~fedram_flwr.strategies.base`, the Message-API ones of
+"""The round policy's checks, Flower-free: reply refusals and the failed-rounds guard.
+
+What both Flower faces of every strategy (the legacy adapters of
+:mod:`~fedram_flwr.strategies.base`, the Message-API ones of
 :mod:`fedram_flwr.message_api`, ``with_availability`` around any strategy) apply to a
 round's replies before an algorithm core sees them, and to the round once it is over.
 
@@ -17,8 +19,8 @@ round's replies before an algorithm core sees them, and to the round once it is 
   :class:`FailedRoundsError`. A round in which nobody was selected (no one available)
   neither counts nor breaks the streak; a round that aggregated an update ends it.
 
-Pure functions on numpy arrays and plain values; no Flower import, so the later merge of
-the two faces' round drivers into one takes these as they are.
+Pure functions on numpy arrays and plain values; no Flower import: the one round driver
+of both faces (:mod:`~fedram_flwr.strategies.round_driver`) applies them.
 """
 
 from __future__ import annotations
@@ -40,13 +42,33 @@ MAX_FAILED_ROUNDS_HINT = (
 
 
 class FailedRoundsError(RuntimeError):
-    """``max_failed_rounds`` rounds in a row trained nothing: every selected client failed.
-    The message quotes the clients' first error."""
+    """Raised when ``max_failed_rounds`` rounds in a row trained nothing.
+
+    In each, clients failed (every selected one, or one with ``accept_failures`` off) and
+    no update was aggregated. The message quotes the clients' first error.
+    """
 
 
 def check_max_failed_rounds(value: Any, name: str = "max_failed_rounds") -> int:
-    """``value`` as the guard's limit: an integer >= 1, else a ``ValueError`` naming
-    ``name`` and the allowed values."""
+    """Check ``value`` as the guard's limit: an integer >= 1.
+
+    Parameters
+    ----------
+    value : Any
+        The limit given (``bool`` is refused).
+    name : str
+        The argument's name, for the error message.
+
+    Returns
+    -------
+    int
+        ``value`` as an ``int``, >= 1.
+
+    Raises
+    ------
+    ValueError
+        Naming ``name`` and the allowed values, if ``value`` is no integer >= 1.
+    """
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
         raise ValueError(
             f"{name}: {value!r} is not allowed; give an integer >= 1 (rounds in a row in "
@@ -70,7 +92,18 @@ def _finite(value: Any) -> bool:
 
 
 def nonfinite_metric(metrics: Mapping[str, Any]) -> str | None:
-    """The first metric holding NaN or inf, said as ``metric 'key' = nan``; None if none."""
+    """Find the first metric holding NaN or inf.
+
+    Parameters
+    ----------
+    metrics : mapping of str to Any
+        A reply's metrics; numbers, and lists or tuples of them, are checked.
+
+    Returns
+    -------
+    str or None
+        ``"non-finite metric 'key' = nan"``; ``None`` if every value is finite.
+    """
     for key, value in metrics.items():
         if not _finite(value):
             return f"non-finite metric '{key}' = {value!r}"
@@ -78,7 +111,18 @@ def nonfinite_metric(metrics: Mapping[str, Any]) -> str | None:
 
 
 def nonfinite_array(arrays: Sequence[np.ndarray]) -> str | None:
-    """The first floating array holding NaN or inf, with how many; None if none."""
+    """Find the first floating (or complex) array holding NaN or inf, and how many.
+
+    Parameters
+    ----------
+    arrays : sequence of np.ndarray
+        A reply's arrays; integer arrays are not checked.
+
+    Returns
+    -------
+    str or None
+        The array's index, shape and count of NaN or inf; ``None`` if all are finite.
+    """
     for i, array in enumerate(arrays):
         a = np.asarray(array)
         if a.dtype.kind in "fc":
@@ -90,10 +134,24 @@ def nonfinite_array(arrays: Sequence[np.ndarray]) -> str | None:
 
 
 def partition_problems(ids: Sequence[Any], num_clients: int | None) -> list[str | None]:
-    """For each reply's partition id (``None``: the reply carries none, which only
-    strategies that need no id accept), why it cannot be taken: not an integer, outside
-    0..``num_clients``-1 (``None``: no upper bound), or carried by another reply of the
-    round too; ``None`` where it is fine."""
+    """Say, for each reply's partition id, why it cannot be taken.
+
+    An id is refused if it is not an integer, lies outside 0..``num_clients``-1, or is
+    carried by another reply of the round too (then none of them is taken).
+
+    Parameters
+    ----------
+    ids : sequence of Any
+        The round's claimed partition ids, one per reply (``None``: the reply carries
+        none, which only strategies that need no id accept).
+    num_clients : int or None
+        N, >= 1 (``None``: no upper bound).
+
+    Returns
+    -------
+    list of str or None
+        One per reply, in order: the reason, or ``None`` where the id is fine.
+    """
     valid: list[int | None] = []
     out: list[str | None] = []
     for pid in ids:
@@ -128,9 +186,28 @@ def refusals(
     decode: Sequence[Callable[[], Sequence[np.ndarray]]],
     num_clients: int | None,
 ) -> list[str | None]:
-    """Why each reply of a round is refused (:func:`partition_problems`, then
-    :func:`nonfinite_array` on ``decode()``, called only for a reply whose id is fine,
-    then :func:`nonfinite_metric`), ``None`` for a reply an algorithm may aggregate."""
+    """Say why each reply of a round is refused.
+
+    :func:`partition_problems` first, then :func:`nonfinite_array` on ``decode()``
+    (called only for a reply whose id is fine), then :func:`nonfinite_metric`.
+
+    Parameters
+    ----------
+    ids : sequence of Any
+        The replies' claimed partition ids (``None``: none carried).
+    metrics : sequence of mapping of str to Any
+        The replies' metrics, in the same order.
+    decode : sequence of callable
+        One per reply: returns its arrays (decoded only when needed).
+    num_clients : int or None
+        N, >= 1 (``None``: no upper bound on ids).
+
+    Returns
+    -------
+    list of str or None
+        One per reply: the reason it is refused, ``None`` for a reply an algorithm may
+        aggregate.
+    """
     out = partition_problems(ids, num_clients)
     for i, why in enumerate(out):
         if why is None:
@@ -141,8 +218,24 @@ def refusals(
 # ------------------------------------------------------------------ the guard
 @dataclass(frozen=True)
 class FailedRounds:
-    """The guard's state: ``limit`` (max_failed_rounds), the rounds in a row that trained
-    nothing because clients failed (``streak``), the first of them and its first error."""
+    """The failed-rounds guard's state (immutable; :func:`after_round` returns the next).
+
+    Parameters
+    ----------
+    limit : int, default 3
+        ``max_failed_rounds``: failed rounds in a row that stop the run, >= 1.
+    streak : int
+        Rounds in a row, up to now, that trained nothing because clients failed, >= 0.
+    first_round : int
+        The first round of the streak (0: no streak).
+    first_error : str
+        The first error of that round ("" with no streak).
+
+    Raises
+    ------
+    ValueError
+        If ``limit`` is no integer >= 1.
+    """
 
     limit: int = DEFAULT_MAX_FAILED_ROUNDS
     streak: int = 0
@@ -156,8 +249,25 @@ class FailedRounds:
 def failed_round_line(
     guard: FailedRounds, server_round: int, failures: Sequence[str], succeeded: int
 ) -> str:
-    """The log line of a round that aggregated nothing because ``failures`` (descriptions,
-    the first quoted) happened, ``guard`` being the state after it."""
+    """Write the log line of a round that aggregated nothing because clients failed.
+
+    Parameters
+    ----------
+    guard : FailedRounds
+        The guard's state after the round.
+    server_round : int
+        t, >= 1.
+    failures : sequence of str
+        One description per failed or refused client, >= 1 of them (the first quoted).
+    succeeded : int
+        Replies taken, >= 0 (> 0: discarded because ``accept_failures`` is off).
+
+    Returns
+    -------
+    str
+        The round, the failures out of the selected clients, the first error and the
+        streak against ``max_failed_rounds``.
+    """
     total = len(failures) + succeeded
     what = f"{len(failures)} of {total} selected clients failed"
     if succeeded:
@@ -176,10 +286,36 @@ def after_round(
     succeeded: int,
     accept_failures: bool = True,
 ) -> tuple[FailedRounds, str | None]:
-    """The guard after ``server_round``, in which ``failures`` (one description per failed
-    or refused client) happened and ``succeeded`` replies were taken, and the round's log
-    line (``None``: nothing to report). Raises :class:`FailedRoundsError` quoting the
-    first error when this round makes ``guard.limit`` failed rounds in a row."""
+    """Advance the guard past ``server_round``; give the round's log line.
+
+    A round with failures and no update aggregated (every selected client failed, or
+    ``accept_failures`` is off and one did) extends the streak; a round that aggregated
+    an update ends it; a round with neither failures nor replies leaves it as it is.
+
+    Parameters
+    ----------
+    guard : FailedRounds
+        The guard's state before the round.
+    server_round : int
+        t, >= 1.
+    failures : sequence of str
+        One description per failed or refused client of the round.
+    succeeded : int
+        Replies taken, >= 0.
+    accept_failures : bool
+        Whether a round with failures still aggregates its other replies.
+
+    Returns
+    -------
+    tuple of (FailedRounds, str or None)
+        The guard after the round, and its log line (``None``: nothing to report).
+
+    Raises
+    ------
+    FailedRoundsError
+        Quoting the first error, when this round makes ``guard.limit`` failed rounds in
+        a row.
+    """
     if not failures:
         return (guard if not succeeded else replace(guard, streak=0)), None
     if succeeded and accept_failures:

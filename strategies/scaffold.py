@@ -39,6 +39,7 @@ from fedram_flwr.protocol import (
     split_model_control,
 )
 from fedram_flwr.strategies.core import Outcome
+from fedram_flwr.strategies.hyper import server_lr_hyper
 from fedram_flwr.strategies.vector import VectorCore, VectorStrategy, flatten_into
 
 __all__ = [
@@ -60,7 +61,30 @@ def scaffold_server_update(
     num_clients: int,
     server_lr: float = 1.0,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Alg. 1 lines 16-17: x + (eta_g/|S|) sum (y_i - x) and c + (1/N) sum Delta c_i."""
+    """Take SCAFFOLD's server step (Karimireddy et al. 2020, Alg. 1 lines 16-17).
+
+    x <- x + (eta_g / |S|) sum_{i in S} (y_i - x) and c <- c + (1/N) sum_{i in S} Delta c_i.
+
+    Parameters
+    ----------
+    x : np.ndarray
+        Shape (d,): the global model.
+    c : np.ndarray
+        Shape (d,): the server control variate.
+    client_models : sequence of np.ndarray
+        y_i, shape (d,), of the clients in S (may be empty: nothing moves).
+    control_deltas : sequence of np.ndarray
+        Delta c_i = c_i^+ - c_i, shape (d,), of the same clients in the same order.
+    num_clients : int
+        N, the number of clients, >= 1.
+    server_lr : float
+        eta_g, the global learning rate, > 0 (the paper's default 1).
+
+    Returns
+    -------
+    tuple of (np.ndarray, np.ndarray)
+        The new (x, c); the inputs themselves when S is empty.
+    """
     if not client_models:
         return x, c
     dx = np.mean([y - x for y in client_models], axis=0)
@@ -71,7 +95,15 @@ def scaffold_server_update(
 # ------------------------------------------------------------------------ core
 @dataclass(frozen=True)
 class ScaffoldState:
-    """The server's (x, c) as float32 vectors."""
+    """SCAFFOLD's server state.
+
+    Parameters
+    ----------
+    x : np.ndarray
+        Shape (d,), float32: the global model.
+    c : np.ndarray
+        Shape (d,), float32: the server control variate (zero at first).
+    """
 
     x: np.ndarray
     c: np.ndarray
@@ -79,24 +111,31 @@ class ScaffoldState:
 
 @dataclass(frozen=True, eq=False, kw_only=True)
 class ScaffoldCore(VectorCore[ScaffoldState]):
-    """SCAFFOLD (Alg. 1, option II): broadcasts (x, c) (c = 0 at first), steps by
-    :func:`scaffold_server_update`; ``server_lr`` is eta_g. Pairs with ScaffoldClient."""
+    """SCAFFOLD's core (Karimireddy et al., ICML 2020, Alg. 1, option II).
 
-    server_lr: float = 1.0  # checked > 0 by VectorCore
+    Broadcasts (x, c) (c = 0 at first), steps by :func:`scaffold_server_update`;
+    ``server_lr`` is eta_g. Pairs with ScaffoldClient.
+    """
+
+    server_lr: float = server_lr_hyper()
 
     def init(self, initial_arrays: Sequence[np.ndarray]) -> ScaffoldState:
+        """Start from the initial model and c = 0."""
         x = self.vector(initial_arrays)
         return ScaffoldState(x, np.zeros_like(x))
 
     def arrays(self, state: ScaffoldState) -> Arrays:
+        """Broadcast [x arrays..., c arrays...]."""
         return join_model_control(self.unflatten(state.x), self.unflatten(state.c))
 
     def evaluated(self, arrays: Sequence[np.ndarray]) -> tuple[Arrays, dict[str, Any]]:
+        """Evaluate x only."""
         return split_model_control(arrays)[0], {}
 
     def aggregate(
         self, state: ScaffoldState, server_round: int, replies: Sequence[ClientReply], elapsed: int
     ) -> Outcome[ScaffoldState]:
+        """Step (x, c) with the replies' models and control deltas (lines 16-17)."""
         if not replies:  # nobody available: (x, c) stay
             return Outcome(state, {}, aggregated=False)
         models, deltas = [], []
@@ -115,10 +154,9 @@ class ScaffoldCore(VectorCore[ScaffoldState]):
 
 
 class Scaffold(VectorStrategy):
-    """SCAFFOLD as a Flower Strategy over :class:`ScaffoldCore`; ``evaluate_fn`` sees x
-    only."""
+    """SCAFFOLD (Karimireddy et al., ICML 2020) as a Flower Strategy.
+
+    Over :class:`ScaffoldCore`; ``evaluate_fn`` sees x only.
+    """
 
     core_type = ScaffoldCore
-
-    def __init__(self, *, server_lr: float = 1.0, **kwargs: Any) -> None:
-        super().__init__(core_kwargs={"server_lr": server_lr}, **kwargs)

@@ -56,11 +56,13 @@ import numpy as np
 
 from fedram_flwr.protocol import Arrays, ClientReply
 from fedram_flwr.strategies.core import Outcome
+from fedram_flwr.strategies.hyper import hyper, server_lr_hyper
 from fedram_flwr.strategies.participation import (
     FedAUState,
     KnownP,
     check_known_p,
     fedau_round,
+    known_p_hyper,
     known_probabilities,
 )
 from fedram_flwr.strategies.vector import VectorCore, VectorStrategy, client_models
@@ -68,21 +70,68 @@ from fedram_flwr.strategies.vector import VectorCore, VectorStrategy, client_mod
 
 # ------------------------------------------------------------------ pure functions
 def inactivity(tau: np.ndarray, active: np.ndarray, elapsed: int = 1) -> np.ndarray:
-    """FedAR eq. (5): tau(i, t) = 0 if i in A(t), else tau(i, t - 1) + 1. ``elapsed`` > 1
-    first counts the rounds since the previous call in which nobody was available."""
+    """Count the rounds since each client's update: FedAR eq. (5).
+
+    tau(i, t) = 0 if i in A(t), else tau(i, t - 1) + 1.
+
+    Parameters
+    ----------
+    tau : np.ndarray
+        Shape (N,), int: tau(i, t - 1), rounds.
+    active : np.ndarray
+        Shape (N,), bool: i in A(t).
+    elapsed : int
+        Rounds since the previous call, >= 1 (> 1: rounds in which nobody was
+        available, counted first).
+
+    Returns
+    -------
+    np.ndarray
+        tau(i, t), shape (N,).
+    """
     return np.where(active, 0, tau + elapsed)
 
 
 def mifa_direction(total: np.ndarray, num_clients: int) -> np.ndarray:
-    """MIFA: the mean of every client's latest update, (1/N) sum_i G_i."""
+    """Return MIFA's direction (Gu et al. 2021, Alg. 1): (1/N) sum_i G_i.
+
+    Parameters
+    ----------
+    total : np.ndarray
+        Shape (d,): sum_i G_i over all N clients' latest updates.
+    num_clients : int
+        N, >= 1.
+
+    Returns
+    -------
+    np.ndarray
+        v_t, shape (d,).
+    """
     return total / num_clients
 
 
 def fedvarp_direction(
     total_before: np.ndarray, total_after: np.ndarray, num_clients: int, num_active: int
 ) -> np.ndarray:
-    """FedVARP: (1/N) sum_j y_j + (1/|S|) sum_{i in S} (Delta_i - y_i), with y the memory
-    before the round; sum_{i in S} (Delta_i - y_i) = total_after - total_before."""
+    """Return FedVARP's direction (Jhunjhunwala et al. 2022, Alg. 1).
+
+    v_t = (1/N) sum_j y_j + (1/|S|) sum_{i in S} (Delta_i - y_i), with y the memory
+    before the round; sum_{i in S} (Delta_i - y_i) = total_after - total_before.
+
+    Parameters
+    ----------
+    total_before, total_after : np.ndarray
+        Shape (d,): the memory's row sum before and after storing the round's updates.
+    num_clients : int
+        N, >= 1.
+    num_active : int
+        |S|, >= 0 (0: the memory mean alone).
+
+    Returns
+    -------
+    np.ndarray
+        v_t, shape (d,).
+    """
     mean = total_before / num_clients
     return mean if num_active == 0 else mean + (total_after - total_before) / num_active
 
@@ -94,19 +143,56 @@ def fedstale_direction(
     num_clients: int,
     beta: float,
 ) -> np.ndarray:
-    """FedStale as its authors' HistorySGD steps (``arodio/FedStale``, utils/optim.py):
+    """Return FedStale's direction as its authors' HistorySGD steps (Rodio and Neglia 2024).
+
+    ``arodio/FedStale``, utils/optim.py:
     d = sum_{i in S} (a_i/p_i) Delta_i + beta [sum_i a_i h_i - sum_{i in S} (a_i/p_i) h_i]
-    with a_i = 1/N, i.e. (beta sum_i y_i + fresh - beta stale) / N, where ``total_before``
-    = sum_i y_i, ``fresh`` = sum_{i in S} G_i / p_i and ``stale`` = sum_{i in S} y_i / p_i
-    (y: the memory before the round)."""
+    with a_i = 1/N, i.e. (beta sum_i y_i + fresh - beta stale) / N (y: the memory
+    before the round).
+
+    Parameters
+    ----------
+    total_before : np.ndarray
+        Shape (d,): sum_i y_i.
+    fresh : np.ndarray
+        Shape (d,): sum_{i in S} G_i / p_i.
+    stale : np.ndarray
+        Shape (d,): sum_{i in S} y_i / p_i.
+    num_clients : int
+        N, >= 1.
+    beta : float
+        The stale updates' weight, in [0, 1].
+
+    Returns
+    -------
+    np.ndarray
+        v_t, shape (d,).
+    """
     return (beta * total_before + (fresh - beta * stale)) / num_clients
 
 
 def fedstale_active_direction(varp: np.ndarray, fresh: np.ndarray, num_active: int, beta: float):
-    """FedStale over the active set: beta v^FedVARP + (1 - beta) (1/|S|) sum_{i in S}
-    Delta_i, with ``fresh`` = sum_{i in S} Delta_i (|S| > 0). beta = 1 returns ``varp``
-    itself (FedVARP bit for bit), beta = 0 the mean fresh update (FedAvg over the
-    participating clients)."""
+    """Return FedStale's direction over the active set (``fedstale-active``).
+
+    v_t = beta v^FedVARP + (1 - beta) (1/|S|) sum_{i in S} Delta_i.
+
+    Parameters
+    ----------
+    varp : np.ndarray
+        Shape (d,): v^FedVARP (:func:`fedvarp_direction`).
+    fresh : np.ndarray
+        Shape (d,): sum_{i in S} Delta_i.
+    num_active : int
+        |S|, >= 1.
+    beta : float
+        In [0, 1]: 1 returns ``varp`` itself (FedVARP bit for bit), 0 the mean fresh
+        update (FedAvg over the participating clients).
+
+    Returns
+    -------
+    np.ndarray
+        v_t, shape (d,).
+    """
     if beta == 1.0:
         return varp
     mean_fresh = fresh / num_active
@@ -115,7 +201,19 @@ def fedstale_active_direction(varp: np.ndarray, fresh: np.ndarray, num_active: i
 
 @dataclass
 class UpdateMemory:
-    """Latest update of each client (FedAR eq. 4 G[t]), its running sum and eq. (5)."""
+    """Each client's latest update (FedAR eq. 4 G[t]), their running sum and eq. (5).
+
+    Parameters
+    ----------
+    updates : np.ndarray
+        Shape (N, d), float32: row i = G_i, zero until client i is seen.
+    total : np.ndarray
+        Shape (d,), float64: sum_i G_i, kept as rows change (MIFA's aggregate).
+    tau : np.ndarray
+        Shape (N,), int64: rounds since G_i was refreshed (eq. 5).
+    seen : np.ndarray
+        Shape (N,), bool: the clients ever received (Alg. 1's set E).
+    """
 
     updates: np.ndarray  # (N, d) float32, row i = G_i; zero until client i is seen
     total: np.ndarray  # (d,) float64, sum_i G_i kept as rows change (MIFA's aggregate)
@@ -124,6 +222,7 @@ class UpdateMemory:
 
     @classmethod
     def zeros(cls, num_clients: int, dim: int) -> UpdateMemory:
+        """Return an empty memory for N = ``num_clients`` models of ``dim`` parameters."""
         return cls(
             updates=np.zeros((num_clients, dim), dtype=np.float32),
             total=np.zeros(dim, dtype=np.float64),
@@ -132,7 +231,19 @@ class UpdateMemory:
         )
 
     def store(self, i: int, w: np.ndarray, client_model: np.ndarray, eta: float) -> None:
-        """Eq. (4) for client i in A(t): G_i <- (w_t - w_{t,K}^i) / eta_t, in place."""
+        """Store client i's update, eq. (4): G_i <- (w_t - w_{t,K}^i) / eta_t, in place.
+
+        Parameters
+        ----------
+        i : int
+            The client's partition id, in 0..N-1, i in A(t).
+        w : np.ndarray
+            w_t, shape (d,): the model broadcast this round.
+        client_model : np.ndarray
+            w_{t,K}^i, shape (d,): the model it returned.
+        eta : float
+            eta_t, the round's step size, > 0.
+        """
         row = self.updates[i]  # a view: the memory is written, not copied
         self.total -= row
         np.subtract(w, client_model, out=row)
@@ -141,14 +252,30 @@ class UpdateMemory:
         self.seen[i] = True
 
     def weighted_sum(self, ids: Sequence[int], weights: Sequence[float]) -> np.ndarray:
-        """sum_k weights_k G_{ids_k} in float64, row by row (no |S| x d temporary)."""
+        """Return sum_k weights_k G_{ids_k} in float64, row by row (no |S| x d temporary).
+
+        Parameters
+        ----------
+        ids : sequence of int
+            Partition ids, in 0..N-1.
+        weights : sequence of float
+            One weight per id.
+
+        Returns
+        -------
+        np.ndarray
+            Shape (d,), float64.
+        """
         out = np.zeros(self.total.shape, dtype=np.float64)
         for i, weight in zip(ids, weights, strict=True):
             out += weight * self.updates[i]
         return out
 
     def advance(self, active: Sequence[int], elapsed: int) -> None:
-        """Eq. (5) for the round whose available clients are ``active``."""
+        """Advance tau by eq. (5) for the round whose available clients are ``active``.
+
+        ``elapsed`` (>= 1) is the number of rounds since the previous call.
+        """
         mask = np.zeros(self.tau.size, dtype=bool)
         mask[list(active)] = True
         self.tau[:] = inactivity(self.tau, mask, elapsed)
@@ -156,9 +283,18 @@ class UpdateMemory:
 
 @dataclass(frozen=True)
 class MemoryState:
-    """The global model w_t (float32 vector, replaced each round) and the update memory.
+    """The stale-update cores' state: the global model and the update memory.
+
     The memory is the documented exception to "state replaced each round": its N x d
-    rows are overwritten in place (a copy per round would double the server's memory)."""
+    rows are overwritten in place (a copy per round would double the server's memory).
+
+    Parameters
+    ----------
+    w : np.ndarray
+        w_t, shape (d,), float32, replaced each round.
+    memory : UpdateMemory
+        The clients' latest updates, updated in place.
+    """
 
     w: np.ndarray
     memory: UpdateMemory
@@ -166,27 +302,52 @@ class MemoryState:
 
 @dataclass(frozen=True, eq=False, kw_only=True)
 class MemoryCore(VectorCore[MemoryState]):
-    """Stores the round's updates in the memory (eq. 4, 5), then steps
+    """The base of the stale-update cores: memory, then a step along :meth:`direction`.
+
+    Stores the round's updates in the memory (FedAR eq. 4, 5), then steps
     w <- w - (eta_g eta_t) v_t along :meth:`direction` (no step when it is ``None``);
     eta_g = ``server_lr`` is exactly 1 unless a subclass declares it, and 1 * eta_t is
-    eta_t exactly, so the step is then bit for bit w - eta_t v_t."""
+    eta_t exactly, so the step is then bit for bit w - eta_t v_t.
+    """
+
+    late_updates = "rebase"  # G_i = (w - reply) / eta: a late reply is re-based on w
 
     def init(self, initial_arrays: Sequence[np.ndarray]) -> MemoryState:
+        """Start from the initial model and an empty memory."""
         w = self.vector(initial_arrays)
         return MemoryState(w, UpdateMemory.zeros(self.num_clients, w.size))
 
     def arrays(self, state: MemoryState) -> Arrays:
+        """Broadcast w_t."""
         return self.unflatten(state.w)
 
     def direction(
         self, server_round: int, memory: UpdateMemory, active: list[int], total_before: np.ndarray
     ) -> tuple[np.ndarray | None, dict[str, Any]]:
-        """v_t from the updated memory, and diagnostics."""
+        """Return v_t from the updated memory (``None``: no step), and diagnostics.
+
+        Parameters
+        ----------
+        server_round : int
+            t, >= 1.
+        memory : UpdateMemory
+            The memory after the round's updates and eq. (5).
+        active : list of int
+            S = A(t), the partition ids that replied.
+        total_before : np.ndarray
+            Shape (d,): the memory's row sum before the round.
+
+        Returns
+        -------
+        tuple of (np.ndarray or None, dict)
+            v_t, shape (d,), and the rule's diagnostics.
+        """
         raise NotImplementedError
 
     def aggregate(
         self, state: MemoryState, server_round: int, replies: Sequence[ClientReply], elapsed: int
     ) -> Outcome[MemoryState]:
+        """Store the updates, advance tau, step along :meth:`direction`."""
         eta, memory = self.eta(server_round), state.memory
         total_before = memory.total.copy()
         active = []
@@ -208,47 +369,67 @@ class MemoryCore(VectorCore[MemoryState]):
 
 @dataclass(frozen=True, eq=False, kw_only=True)
 class MIFACore(MemoryCore):
-    """MIFA (Gu et al. 2021, Alg. 1): equal weight 1/N to every client's latest update,
-    from the running aggregate (updated by the changed rows only); ``server_lr``: eta_g."""
+    """MIFA's core (Gu et al., NeurIPS 2021, Alg. 1).
 
-    server_lr: float = 1.0
+    Equal weight 1/N to every client's latest update, from the running aggregate
+    (updated by the changed rows only); ``server_lr``: eta_g.
+    """
+
+    server_lr: float = server_lr_hyper()
 
     def direction(self, server_round, memory, active, total_before):
+        """Return the mean of every client's latest update (:func:`mifa_direction`)."""
         return mifa_direction(memory.total, self.num_clients), {}
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
 class FedVARPCore(MemoryCore):
-    """FedVARP (Jhunjhunwala et al. 2022, Alg. 1, server learning rate ``server_lr``,
-    eta_g, 1 by default): the memory mean corrected by the fresh updates of the
-    available clients (|S| = |A(t)|); no step in a round without them (the authors'
-    code skips it)."""
+    """FedVARP's core (Jhunjhunwala et al., UAI 2022, Alg. 1).
 
-    server_lr: float = 1.0
+    Server learning rate ``server_lr``, eta_g, 1 by default: the memory mean corrected
+    by the fresh updates of the available clients (|S| = |A(t)|); no step in a round
+    without them (the authors' code skips it).
+    """
+
+    server_lr: float = server_lr_hyper()
 
     def direction(self, server_round, memory, active, total_before):
+        """Return :func:`fedvarp_direction` (``None`` without participants)."""
         if not active:
             return None, {}
         v = fedvarp_direction(total_before, memory.total, self.num_clients, len(active))
         return v, {}
 
 
-def check_beta(beta: float) -> None:
-    """FedStale's beta, the stale updates' weight, is in [0, 1]."""
-    if not 0.0 <= beta <= 1.0:
-        raise ValueError(f"algorithm.params.beta: {beta} must be in [0, 1]")
+def stale_weight_hyper() -> Any:
+    """Declare FedStale's beta once for both variants (a :func:`hyper` field)."""
+    return hyper(
+        0.5,
+        doc="beta, the stale updates' weight (0: no memory, 1: FedVARP; the authors' run.sh: 0.5)",
+        lo=0.0,
+        hi=1.0,
+    )
 
 
 @dataclass(frozen=True)
 class FedStaleState(MemoryState):
-    """FedStale's state: w_t, the memory and, when p is estimated, the estimator."""
+    """FedStale's state: w_t, the memory and, when p is estimated, the estimator.
+
+    Parameters
+    ----------
+    w, memory
+        As :class:`MemoryState`'s.
+    estimator : FedAUState or None
+        FedAU's participation estimator (``None``: p is the oracle's ``known_p``).
+    """
 
     estimator: FedAUState | None = None
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
 class FedStaleCore(MemoryCore):
-    """FedStale (Rodio and Neglia 2024) as its authors' code runs it:
+    """FedStale's core (Rodio and Neglia 2024) as its authors' code runs it.
+
     :func:`fedstale_direction` with weight ``beta`` in [0, 1] on the stale updates and
     1/p_i on the active clients' rows; no step in a round without participants (their
     CentralizedAggregator.mix returns before the step).
@@ -259,18 +440,20 @@ class FedStaleCore(MemoryCore):
     ``--unknown_participation_probs`` (their paper_experiments/*/run.sh):
     activity_estimator.py ActivityEstimator, FedAU's estimator with its default
     cut-off 1e8 (none), 1/p_hat_i = the mean of client i's participation intervals
-    observed before round t, 1 until one has been (:func:`fedau_round`)."""
+    observed before round t, 1 until one has been (:func:`fedau_round`).
+    """
 
-    beta: float = 0.5
-    known_p: KnownP | None = None
+    beta: float = stale_weight_hyper()
+    known_p: KnownP | None = known_p_hyper()
 
     def __post_init__(self) -> None:
+        """Check the hyper-parameters, and ``known_p`` against N."""
         super().__post_init__()
-        check_beta(self.beta)
         if self.known_p is not None:
             object.__setattr__(self, "known_p", check_known_p(self.known_p, self.num_clients))
 
     def init(self, initial_arrays: Sequence[np.ndarray]) -> FedStaleState:
+        """Start from the initial model, an empty memory and (p unknown) the estimator."""
         state = super().init(initial_arrays)
         estimator = None if self.known_p is not None else FedAUState.zeros(self.num_clients)
         return FedStaleState(state.w, state.memory, estimator)
@@ -278,7 +461,24 @@ class FedStaleCore(MemoryCore):
     def inverse_p(
         self, estimator: FedAUState | None, server_round: int, active: list[int], elapsed: int
     ) -> tuple[np.ndarray, FedAUState | None]:
-        """1/p_i of the ``active`` clients in round t, and the estimator after it."""
+        """Return 1/p_i of the ``active`` clients in round t, and the estimator after it.
+
+        Parameters
+        ----------
+        estimator : FedAUState or None
+            The estimator before the round (``None`` with ``known_p``).
+        server_round : int
+            t, >= 1.
+        active : list of int
+            The partition ids that replied.
+        elapsed : int
+            Rounds since the last aggregation, >= 1.
+
+        Returns
+        -------
+        tuple of (np.ndarray, FedAUState or None)
+            1/p_i, shape (len(active),), each >= 1, and the estimator after the round.
+        """
         if self.known_p is not None:
             p = known_probabilities(self.known_p, self.num_clients, server_round, active)
             return 1.0 / p, estimator
@@ -287,6 +487,7 @@ class FedStaleCore(MemoryCore):
     def aggregate(
         self, state: FedStaleState, server_round: int, replies: Sequence[ClientReply], elapsed: int
     ) -> Outcome[FedStaleState]:
+        """Store the updates, then step along :func:`fedstale_direction` (1/p_i weights)."""
         eta, memory = self.eta(server_round), state.memory
         active = [r.partition_id for r in replies]
         weights, estimator = self.inverse_p(state.estimator, server_round, active, elapsed)
@@ -310,18 +511,18 @@ class FedStaleCore(MemoryCore):
 
 @dataclass(frozen=True, eq=False, kw_only=True)
 class FedStaleActiveCore(MemoryCore):
-    """FedStale over the active set (``fedstale-active``, this project's rule before
-    issue 27): :func:`fedstale_active_direction` with weight ``beta`` in [0, 1]; no step
-    in a round without participants (as FedVARP). Equal to :class:`FedStaleCore` only
-    when every p_i = |S| / N. The fresh sum is accumulated row by row."""
+    """FedStale's core over the active set (``fedstale-active``).
 
-    beta: float = 0.5
+    This project's rule before issue 27: :func:`fedstale_active_direction` with weight
+    ``beta`` in [0, 1]; no step in a round without participants (as FedVARP). Equal to
+    :class:`FedStaleCore` only when every p_i = |S| / N. The fresh sum is accumulated
+    row by row.
+    """
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_beta(self.beta)
+    beta: float = stale_weight_hyper()
 
     def direction(self, server_round, memory, active, total_before):
+        """Return :func:`fedstale_active_direction` (``None`` without participants)."""
         if not active:
             return None, {}
         varp = fedvarp_direction(total_before, memory.total, self.num_clients, len(active))
@@ -330,43 +531,30 @@ class FedStaleActiveCore(MemoryCore):
 
 
 class MIFA(VectorStrategy):
-    """MIFA over :class:`MIFACore` (``server_lr``: eta_g)."""
+    """MIFA (Gu et al., NeurIPS 2021) as a Flower Strategy over :class:`MIFACore`."""
 
     core_type = MIFACore
 
-    def __init__(self, *, server_lr: float = 1.0, **kwargs: Any) -> None:
-        super().__init__(core_kwargs={"server_lr": server_lr}, **kwargs)
-
 
 class FedVARP(VectorStrategy):
-    """FedVARP over :class:`FedVARPCore` (``server_lr``: eta_g)."""
+    """FedVARP (Jhunjhunwala et al., UAI 2022) as a Flower Strategy over :class:`FedVARPCore`."""
 
     core_type = FedVARPCore
 
-    def __init__(self, *, server_lr: float = 1.0, **kwargs: Any) -> None:
-        super().__init__(core_kwargs={"server_lr": server_lr}, **kwargs)
-
 
 class FedStale(VectorStrategy):
-    """FedStale over :class:`FedStaleCore` (``beta``: the stale updates' weight;
-    ``known_p``: the oracle's p_i, a function round -> p_i^t, or None: estimated)."""
+    """FedStale (Rodio and Neglia 2024) as a Flower Strategy over :class:`FedStaleCore`.
+
+    Fresh updates weighted a_i / p_i, as the authors' code.
+    """
 
     core_type = FedStaleCore
 
-    def __init__(
-        self,
-        *,
-        beta: float = 0.5,
-        known_p: Sequence[float] | KnownP | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(core_kwargs={"beta": beta, "known_p": known_p}, **kwargs)
-
 
 class FedStaleActive(VectorStrategy):
-    """FedStale over the active set, over :class:`FedStaleActiveCore` (``beta``)."""
+    """FedStale over the active set as a Flower Strategy over :class:`FedStaleActiveCore`.
+
+    Fresh updates weighted 1 / |S|.
+    """
 
     core_type = FedStaleActiveCore
-
-    def __init__(self, *, beta: float = 0.5, **kwargs: Any) -> None:
-        super().__init__(core_kwargs={"beta": beta}, **kwargs)

@@ -43,31 +43,8 @@ from fedram_flwr.engines import InProcessClientProxy, node_context, run_in_proce
 from fedram_flwr.engines.flwr.processes import TOKEN_ENV, has_env, process_table, read_proc
 from fedram_flwr.outputs import RunDirectory
 from fedram_flwr.protocol import PARTITION_ID, ClientReply
-from fedram_flwr.registry import load_scenario, scenario_from_dict
-from fedram_flwr.strategies import (
-    AFL,
-    F3AST,
-    MIFA,
-    QFFL,
-    AdaFed,
-    CAFed,
-    FedAR,
-    FedAU,
-    FedAvg,
-    FedAvgAll,
-    FedAvgIS,
-    FedAvgSampled,
-    FedAWE,
-    FedCVaRAvg,
-    FedStale,
-    FedStaleActive,
-    FedVARP,
-    MoreAvailable,
-    RFedFair,
-    Scaffold,
-    Unbiased,
-)
-from fedram_flwr.strategies.fedar import g_convex
+from fedram_flwr.registry import ALGORITHMS, load_scenario, scenario_from_dict
+from fedram_flwr.strategies.hyper import declared
 
 SEED = 0
 # A Flower-engine run that takes longer has hung: a safety net, never a speed check (a
@@ -547,29 +524,37 @@ ALPHA = np.array([0.5, 0.5])
 VECTOR = dict(num_clients=N, lr=0.1)
 
 
-STRATEGIES = {  # name -> the legacy strategy with tiny hyper-parameters (no model yet)
-    "fedavg": partial(FedAvg),
-    "fed-cvar-avg": partial(FedCVaRAvg, alpha=0.5, gamma=0.1, lr_t=0.01),
-    "fedar": partial(FedAR, rho=0.1, g=partial(g_convex, t0=10.0, b=4.0), **VECTOR),
-    "mifa": partial(MIFA, **VECTOR),
-    "fedvarp": partial(FedVARP, **VECTOR),
-    "fedstale": partial(FedStale, beta=0.25, **VECTOR),
-    "fedstale-active": partial(FedStaleActive, beta=0.25, **VECTOR),
-    "fedavg-all": partial(FedAvgAll, **VECTOR),
-    "fedawe": partial(FedAWE, server_lr=1.5, **VECTOR),
-    "fedavg-is": partial(FedAvgIS, **VECTOR),
-    "fedavg-s": partial(FedAvgSampled, max_clients=1, seed=0, **VECTOR),
-    "fedau": partial(FedAU, cutoff=5, **VECTOR),
-    "scaffold": partial(Scaffold, **VECTOR),
-    "ca-fed": partial(CAFed, alpha=ALPHA),
-    "unbiased": partial(Unbiased, alpha=ALPHA),
-    "more-available": partial(MoreAvailable, alpha=ALPHA),
-    "adafed": partial(AdaFed, alpha=ALPHA),
-    "f3ast": partial(F3AST, alpha=ALPHA, clients_per_round=1),
-    "rfedfair": partial(RFedFair, alpha=0.5),
-    "afl": partial(AFL, num_clients=N),
-    "qffl": partial(QFFL, q_param=1.0, qffl_learning_rate=0.1),
+TINY_RUN = {"num-clients": N, "training-lr": 0.1, "seed": 0, "data-shares": ALPHA}
+"""What a tiny run gives the cores (:data:`fedram_flwr.registry.params.RUN_VALUES`)."""
+
+TINY = {  # only what differs from the declared defaults, to keep the cases small
+    "fed-cvar-avg": dict(alpha=0.5, lr_t=0.01),
+    "fedstale": dict(beta=0.25),
+    "fedstale-active": dict(beta=0.25),
+    "fedawe": dict(server_lr=1.5),
+    "fedavg-s": dict(max_clients=1),
+    "fedau": dict(cutoff=5),
+    "amplified-scaffold": dict(period=2, amplification=1.5),
+    "f3ast": dict(clients_per_round=1),
+    "rfedfair": dict(alpha=0.5),
+    "qffl": dict(q_param=1.0, qffl_learning_rate=0.1),
 }
+
+
+def tiny_strategy(name: str) -> partial:
+    """Algorithm ``name``'s legacy strategy with tiny hyper-parameters (no model yet): the
+    registry's class, the run's values from :data:`TINY_RUN`, then :data:`TINY`."""
+    spec = ALGORITHMS[name]
+    core = getattr(spec.strategy, "core_type", None)
+    given = {}
+    for f, h in declared(core) if core is not None else []:
+        if (h.run or h.run_default) in TINY_RUN:
+            given[f.name] = TINY_RUN[h.run or h.run_default]
+    return partial(spec.strategy, **given, **TINY.get(name, {}))
+
+
+STRATEGIES = {name: tiny_strategy(name) for name in ALGORITHMS}
+"""name -> the legacy strategy of every registered algorithm, tiny (no model yet)."""
 
 
 def vector_reply(pid: int, vector: np.ndarray, num_examples: int = 10) -> ClientReply:

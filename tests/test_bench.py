@@ -4,7 +4,10 @@ errors, selection time) and the many-clients plain loop."""
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -77,3 +80,23 @@ def test_issue_reference_loop_times_each_round_of_the_engines_clients() -> None:
     rows = bench.issue_loop(xs, ys, [[0, 1], [2], []])
     assert [r["round"] for r in rows] == [1, 2, 3]
     assert all(r["round-seconds"] >= 0 for r in rows)
+
+
+def test_clientapp_cpu_bench_reads_a_process_cpu_and_finds_it_by_name() -> None:
+    """What the Deployment bench reads of each ``flwr-clientapp``: a process's CPU
+    seconds from /proc (this one's, which has used some), and the processes whose
+    command line holds a name (a child waiting on its stdin, by a marker)."""
+    bench = load_bench("clientapp_cpu")
+    assert 0 < bench.process_cpu(os.getpid()) <= time.process_time() + 1
+    marker = "sys.stdin.read()  # clientapp-cpu-bench"
+    code = f"import sys; print('ready', flush=True); {marker}"
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout.readline() == "ready\n"
+        assert bench.clientapp_pids(marker.encode()) == [child.pid]
+    finally:
+        child.communicate()
+    spent = bench.measure([sys.executable, "-c", "pass"])
+    assert spent["returncode"] == 0 and spent["clientapp_processes"] == 0

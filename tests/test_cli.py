@@ -144,6 +144,19 @@ def test_missing_files_exit_2(tmp_path: Path, capsys) -> None:
     assert code == 2 and "nope.yaml" in err
 
 
+def test_a_target_accuracy_outside_0_1_exits_2(tmp_path: Path, capsys) -> None:
+    code, _, err = fedram(capsys, "report", tmp_path, "--target-accuracy", "70")
+    assert code == 2 and "--target-accuracy: 70.0 is not an accuracy in [0, 1]" in err
+
+
+def test_a_time_section_on_flowers_engines_exits_2(tmp_path: Path, capsys) -> None:
+    speeds = {"compute_ms_per_sample": {"median": 20.0}, "bandwidth_kbps": {"median": 1e3}}
+    scenario = write_scenario(tmp_path, time={"speeds": speeds})
+    code, _, err = fedram(capsys, "run", scenario, "--engine", "flwr", "--out", tmp_path / "r")
+    assert code == 2 and "time: a simulated clock runs on the in-process engine" in err
+    assert "not --engine flwr --api message" in err
+
+
 def test_show_prints_the_resolved_scenario_and_its_variants(tmp_path: Path, capsys) -> None:
     code, out, _ = fedram(capsys, "show", write_scenario(tmp_path))
     assert code == 0

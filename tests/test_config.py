@@ -5,11 +5,15 @@ The registered ``params`` are the registry's (tests/registry)."""
 from __future__ import annotations
 
 import ast
+import copy
+import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
+from fedram_flwr.clock import lognormal_speeds, scenario_speeds
 from fedram_flwr.config import (
     Scenario,
     ScenarioError,
@@ -17,7 +21,13 @@ from fedram_flwr.config import (
     parse_scenario,
     read_scenario_file,
 )
-from fedram_flwr.registry import algorithm_params, load_scenario, oracle_params, scenario_from_dict
+from fedram_flwr.registry import (
+    algorithm_params,
+    load_scenario,
+    oracle_params,
+    scenario_from_dict,
+    with_overrides,
+)
 from fedram_flwr.rundir import scenario_fingerprint
 from tests.helpers import scenario_error
 
@@ -173,11 +183,12 @@ def test_schema_leaves_params_to_the_registry(scenario_dict) -> None:
 
 def test_config_imports_only_its_leaf_schema_from_the_package() -> None:
     """config.py is the bottom of the house: no package import at any level but its leaves
-    schema.py (the error and the YAML coercion), which imports none, and sweep.py (dotted
-    overrides), which imports only schema.py."""
+    schema.py (the error and the YAML coercion), which imports none, sweep.py (dotted
+    overrides) and time_config.py (the time section), which import only schema.py."""
     for name, allowed in (
-        ("config.py", {"fedram_flwr.schema", "fedram_flwr.sweep"}),
+        ("config.py", {"fedram_flwr.schema", "fedram_flwr.sweep", "fedram_flwr.time_config"}),
         ("sweep.py", {"fedram_flwr.schema"}),
+        ("time_config.py", {"fedram_flwr.schema"}),
         ("schema.py", set()),
     ):
         path = Path(__file__).resolve().parent.parent / "fedram_flwr" / name
@@ -314,3 +325,183 @@ def test_max_failed_rounds_default_is_left_out_and_bad_values_are_named(scenario
     for bad in (0, -2, 1.5, "x"):
         scenario_dict["max_failed_rounds"] = bad
         assert build_error(scenario_dict).startswith("max_failed_rounds:")
+
+
+# ------------------------------------------------------------- time (issue 28)
+KEYS_BEFORE_TIME = {
+    "name", "rounds", "data", "availability", "algorithm", "training", "model",
+    "eval_every", "client_metrics", "hcvar_alpha", "seeds", "sweep", "description",
+}  # fmt: skip
+LOGNORMAL_TIME = {
+    "speeds": {
+        "law": "lognormal",
+        "compute_ms_per_sample": {"median": 40.0, "sigma": 0.5},
+        "bandwidth_kbps": {"median": 2000.0, "sigma": 0.0},
+    },
+    "availability": {"law": "diurnal", "base": [0.3], "amplitude": 0.6, "slot_seconds": 120},
+}
+
+
+def test_a_scenario_without_time_resolves_as_before(scenario_dict) -> None:
+    """No time section: the resolved scenario (and so its fingerprint) is today's."""
+    resolved = scenario_from_dict(scenario_dict)
+    assert resolved.time is None
+    assert set(resolved.to_dict()) == KEYS_BEFORE_TIME
+    before = scenario_fingerprint(resolved.to_dict(), 0)
+    scenario_dict["time"] = None  # spelled out: the same run
+    assert scenario_fingerprint(scenario_from_dict(scenario_dict).to_dict(), 0) == before
+
+
+def test_a_time_section_round_trips(scenario_dict) -> None:
+    scenario_dict["time"] = copy.deepcopy(LOGNORMAL_TIME)
+    resolved = scenario_from_dict(scenario_dict)
+    assert resolved.time.speeds.compute_ms_per_sample.median == 40.0
+    assert resolved.time.availability.base == (0.3,)
+    assert resolved.to_dict()["time"]["availability"]["slot_seconds"] == 120.0
+    again = scenario_from_dict(yaml.safe_load(yaml.safe_dump(resolved.to_dict())))
+    assert again == resolved
+    before = scenario_fingerprint(scenario_from_dict({**scenario_dict, "time": None}).to_dict(), 0)
+    assert scenario_fingerprint(resolved.to_dict(), 0) != before
+
+
+@pytest.mark.parametrize(
+    ("time", "expected"),
+    [
+        ({"speeds": {"law": "gamma"}}, "time.speeds.law: 'gamma' is not allowed; allowed values: "
+         "lognormal, fedscale"),
+        ({"availability": {"law": "weekly"}}, "time.availability.law: 'weekly' is not allowed; "
+         "allowed values: rounds, fedscale, diurnal"),
+        ({}, "time.speeds.compute_ms_per_sample: required for law lognormal"),
+        ({"speeds": {**LOGNORMAL_TIME["speeds"], "path": "cap.json"}},
+         "time.speeds.path: applies to law fedscale only; time.speeds.law is lognormal"),
+        ({"speeds": {"law": "fedscale"}}, "time.speeds.path: required for law fedscale"),
+        ({"speeds": {"law": "fedscale", "path": "c.json", "bandwidth_kbps": {"median": 1.0}}},
+         "time.speeds.bandwidth_kbps: applies to law lognormal only"),
+        ({"speeds": {**LOGNORMAL_TIME["speeds"], "compute_ms_per_sample": {"median": 0}}},
+         "time.speeds.compute_ms_per_sample.median: 0.0 is outside the allowed range (0, inf]"),
+        ({"speeds": {**LOGNORMAL_TIME["speeds"], "bandwidth_kbps": {"median": 1, "sigma": -1}}},
+         "time.speeds.bandwidth_kbps.sigma: -1.0 is outside the allowed range [0, inf]"),
+        ({"speeds": {**LOGNORMAL_TIME["speeds"], "bandwidth_kbps": {"sigma": 1}}},
+         "time.speeds.bandwidth_kbps.median: required key is missing"),
+        ({**LOGNORMAL_TIME, "availability": {"law": "diurnal"}},
+         "time.availability.base: required for law diurnal"),
+        ({**LOGNORMAL_TIME, "availability": {"law": "rounds", "base": [0.5]}},
+         "time.availability.base: applies to law diurnal only; time.availability.law is rounds"),
+        ({**LOGNORMAL_TIME, "availability": {"law": "diurnal", "base": [1.5]}},
+         "time.availability.base[0]: 1.5 is outside the allowed range [0, 1]"),
+        ({**LOGNORMAL_TIME, "availability": {"law": "diurnal", "base": [0.5, 0.5]}},
+         "time.availability.base: has 2 entries; give one value or one per client "
+         "(data.num_clients = 3)"),
+        ({**LOGNORMAL_TIME, "availability": {"law": "fedscale"}},
+         "time.availability.path: required for law fedscale"),
+        ({**LOGNORMAL_TIME, "availability": {"law": "fedscale", "path": "b.json",
+                                             "clients": [1]}},
+         "time.availability.clients: has 1 entries; give one per client"),
+        ({**LOGNORMAL_TIME, "availability": {"tick_seconds": 0}},
+         "time.availability.tick_seconds: 0.0 is outside the allowed range (0, inf]"),
+        ({**LOGNORMAL_TIME, "clock": {}}, "time.clock: unknown key; allowed keys of time: "
+         "availability, policy, speeds"),
+    ],
+)  # fmt: skip
+def test_bad_time_sections_name_the_field(scenario_dict, time: dict, expected: str) -> None:
+    scenario_dict["time"] = time
+    assert build_error(scenario_dict).startswith(expected)
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        ({"kind": "first"}, "time.policy.kind: 'first' is not allowed; allowed values: "
+         "wait-all, deadline, over-selection"),
+        ({"kind": "deadline"}, "time.policy.deadline_s: required for kind deadline"),
+        ({"kind": "deadline", "deadline_s": 0},
+         "time.policy.deadline_s: 0.0 is outside the allowed range (0, inf]"),
+        ({"kind": "deadline", "deadline_s": 5, "late": "later"},
+         "time.policy.late: 'later' is not allowed; allowed values: drop, keep"),
+        ({"kind": "deadline", "deadline_s": 5, "select": 3},
+         "time.policy.select: applies to kind over-selection only; time.policy.kind is deadline"),
+        ({"deadline_s": 5},
+         "time.policy.deadline_s: applies to kind deadline only; time.policy.kind is wait-all"),
+        ({"late": "keep"}, "time.policy.late: applies to kind deadline, over-selection only; "
+         "time.policy.kind is wait-all"),
+        ({"kind": "over-selection"}, "time.policy.select: required for kind over-selection"),
+        ({"kind": "over-selection", "select": 0},
+         "time.policy.select: 0 is outside the allowed range [1, inf]"),
+        ({"kind": "over-selection", "select": 2, "over": 0.5},
+         "time.policy.over: 0.5 is outside the allowed range [1, inf]"),
+        ({"kind": "deadline", "deadline_s": 5, "wait": 1}, "time.policy.wait: unknown key"),
+    ],
+)  # fmt: skip
+def test_bad_round_policies_name_the_field(scenario_dict, policy: dict, expected: str) -> None:
+    scenario_dict["time"] = {**LOGNORMAL_TIME, "policy": policy}
+    assert build_error(scenario_dict).startswith(expected)
+
+
+def test_a_round_policy_round_trips(scenario_dict) -> None:
+    scenario_dict["time"] = {
+        **LOGNORMAL_TIME,
+        "policy": {"kind": "over-selection", "select": 2, "over": 1.5, "late": "keep"},
+    }
+    resolved = scenario_from_dict(scenario_dict)
+    assert resolved.time.policy.select == 2 and resolved.time.policy.late == "keep"
+    assert scenario_from_dict(yaml.safe_load(yaml.safe_dump(resolved.to_dict()))) == resolved
+    scenario_dict["time"] = copy.deepcopy(LOGNORMAL_TIME)
+    assert scenario_from_dict(scenario_dict).time.policy.kind == "wait-all"  # the default
+
+
+def test_time_paths_resolve_against_the_working_directory(
+    scenario_dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    scenario_dict["time"] = {
+        "speeds": {"law": "fedscale", "path": "capacity.json"},
+        "availability": {"law": "fedscale", "path": "traces/behave.json", "start_time": 60},
+    }
+    resolved = scenario_from_dict(scenario_dict)
+    assert resolved.time.speeds.path == str(tmp_path / "capacity.json")
+    assert resolved.time.availability.path == str(tmp_path / "traces" / "behave.json")
+
+
+def test_scenario_speeds_follow_the_time_section(scenario_dict, tmp_path: Path) -> None:
+    scenario_dict["time"] = copy.deepcopy(LOGNORMAL_TIME)
+    s = scenario_from_dict(scenario_dict)
+    speeds = scenario_speeds(s.time.speeds, s.data.num_clients, 4)
+    want = lognormal_speeds(3, 4, (40.0, 0.5), (2000.0, 0.0))
+    assert np.array_equal(speeds.compute_ms_per_sample, want.compute_ms_per_sample)
+    assert speeds.bandwidth_kbps.tolist() == [2000.0] * 3
+    path = tmp_path / "capacity.json"
+    path.write_text(json.dumps({str(i): {"computation": i, "communication": 10 * i}
+                                for i in (1, 2, 3)}))  # fmt: skip
+    scenario_dict["time"] = {"speeds": {"law": "fedscale", "path": str(path), "clients": [3, 1, 1]}}
+    s = scenario_from_dict(scenario_dict)
+    assert scenario_speeds(s.time.speeds, 3, 0).bandwidth_kbps.tolist() == [30.0, 10.0, 10.0]
+    scenario_dict["time"]["speeds"]["clients"] = [3, 1, 9]
+    s = scenario_from_dict(scenario_dict)
+    with pytest.raises(ValueError, match=r"^time\.speeds\.clients: client 9 is not in"):
+        scenario_speeds(s.time.speeds, 3, 0)
+    path.write_text(json.dumps({"1": {"computation": 0, "communication": 1}}))
+    scenario_dict["time"]["speeds"]["clients"] = [1, 1, 1]
+    s = scenario_from_dict(scenario_dict)
+    with pytest.raises(ValueError, match=r"^time\.speeds\.path: .*client 1\.computation: 0 is"):
+        scenario_speeds(s.time.speeds, 3, 0)
+
+
+def test_overrides_and_sweeps_start_an_absent_time_section(scenario_dict) -> None:
+    base = scenario_from_dict(scenario_dict)
+    speeds = {"law": "lognormal", "compute_ms_per_sample": {"median": 5}}
+    with_time = with_overrides(base, {"time.speeds": {**speeds, "bandwidth_kbps": {"median": 9}}})
+    assert with_time.time.speeds.bandwidth_kbps.median == 9.0
+    assert (
+        with_overrides(
+            with_time, {"time.availability.tick_seconds": 2}
+        ).time.availability.tick_seconds
+        == 2.0
+    )
+    with pytest.raises(ScenarioError, match=r"^time\.speeds\.compute_ms_per_sample: required"):
+        with_overrides(base, {"time.availability.tick_seconds": 2})
+    scenario_dict["sweep"] = {
+        "time.speeds": [{**speeds, "bandwidth_kbps": {"median": m}} for m in (1, 2)]
+    }
+    assert [
+        v.time.speeds.bandwidth_kbps.median for _, v in scenario_from_dict(scenario_dict).variants()
+    ] == [1.0, 2.0]

@@ -11,6 +11,8 @@ ancestors (already being imported when it runs).
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 from fedram_flwr.app_config import APP_ROOT
@@ -143,12 +145,16 @@ def test_package_inits_count_but_not_the_importers_own() -> None:
 LAYERS = (
     "fedram_flwr.flower_line",
     "fedram_flwr.protocol",
+    "fedram_flwr.partition_query",
+    "fedram_flwr.partition_directory",
     "fedram_flwr.objectives",
     "fedram_flwr.rng",
     "fedram_flwr.schema",
     "fedram_flwr.extras",
     "fedram_flwr.sweep",
+    "fedram_flwr.time_config",
     "fedram_flwr.config",
+    "fedram_flwr.clock",
     "fedram_flwr.data",
     "fedram_flwr.models",
     "fedram_flwr.lr_schedule",
@@ -161,7 +167,9 @@ LAYERS = (
     "fedram_flwr.message_api",
     "fedram_flwr.clients",
     "fedram_flwr.paths",
+    "fedram_flwr.run_config",
     "fedram_flwr.registry",
+    "fedram_flwr.node",
     "fedram_flwr.experiment",
     "fedram_flwr.rundir",
     "fedram_flwr.outputs",
@@ -197,3 +205,68 @@ def test_every_module_imports_only_its_layer_and_the_layers_below() -> None:
         if m != "fedram_flwr" and layer_of(d) is not None and layer_of(d) > layer_of(m)
     ]
     assert not upward, "imports of a higher layer:\n" + "\n".join(upward)
+
+
+# The client side: the project's ClientApp (a fresh process per message under the
+# Deployment Engine, so every module it imports costs CPU in every message) and the
+# blocks a user's ClientApp imports. It never imports the server side: strategies,
+# Message-API strategies, the algorithm registry (its oracle half is allowed: a node's
+# data depends on who is rarely available), the composition root, the engines.
+CLIENT_SIDE = ("fedram_flwr.clients", "fedram_flwr.client_app")
+SERVER_SIDE = (
+    "fedram_flwr.strategies",
+    "fedram_flwr.message_api",
+    "fedram_flwr.registry.algorithms",
+    "fedram_flwr.registry.validate",
+    "fedram_flwr.experiment",
+    "fedram_flwr.engines",
+    "fedram_flwr.server_app",
+)
+
+
+def chains_into(graph: Graph, roots: tuple[str, ...], banned: tuple[str, ...]) -> list[list[str]]:
+    """For each module of ``banned`` (a prefix) reachable from ``roots``, one import chain
+    [root, ..., module] that reaches it (breadth first: a shortest one)."""
+    parent: dict[str, str | None] = dict.fromkeys(roots)
+    queue = list(roots)
+    for node in queue:
+        for nxt in sorted(graph.get(node, {})):
+            if nxt not in parent:
+                parent[nxt] = node
+                queue.append(nxt)
+    chains = []
+    for node in sorted(m for m in parent if m.startswith(banned)):
+        chain = [node]
+        while (up := parent[chain[-1]]) is not None:
+            chain.append(up)
+        chains.append(chain[::-1])
+    return chains
+
+
+def test_the_client_side_imports_no_server_module() -> None:
+    files = modules()
+    graph = import_graph(first_party_sources(files))
+    assert set(CLIENT_SIDE) <= set(graph), "a root of the client side was not found"
+    chains = chains_into(graph, CLIENT_SIDE, SERVER_SIDE)
+    assert not chains, "the client side imports the server side:\n" + "\n".join(
+        describe(chain, graph, files) for chain in chains
+    )
+
+
+def test_a_server_module_the_client_side_reaches_is_named_with_its_chain() -> None:
+    graph = {"c": {"c.wire": 1}, "c.wire": {"s.reg": 3, "ok": 4}, "s.reg": {"s.strat": 1}}
+    assert chains_into(graph, ("c",), ("s.",)) == [
+        ["c", "c.wire", "s.reg"],
+        ["c", "c.wire", "s.reg", "s.strat"],
+    ]
+    assert chains_into(graph, ("c",), ("x",)) == []
+
+
+def test_a_client_app_process_loads_no_server_module() -> None:
+    """What the static walk says, in a real interpreter (what ``flwr-clientapp`` loads)."""
+    code = "import sys, fedram_flwr.client_app, fedram_flwr.clients; print(*sys.modules)"
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert "fedram_flwr.client_app" in loaded and "fedram_flwr.registry.oracles" in loaded
+    assert not [m for m in loaded if m.startswith(SERVER_SIDE)]

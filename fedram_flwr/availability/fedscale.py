@@ -1,7 +1,9 @@
-"""FedScale's client behaviour traces (``client_behave_trace``, FedScale's "Device Trace
-File Formats"): per client id, wall-clock ``active`` and ``inactive`` lists (interval j
-is [active[j], inactive[j]] seconds), a ``finish_time`` after which the pattern repeats,
-and ``duration`` / ``model`` (not used here).
+"""FedScale's client behaviour traces, read into availability by round.
+
+FedScale's ``client_behave_trace`` ("Device Trace File Formats") holds, per client id,
+wall-clock ``active`` and ``inactive`` lists (interval j is [active[j], inactive[j]]
+seconds), a ``finish_time`` after which the pattern repeats, and ``duration`` /
+``model`` (not used here).
 
 Only the JSON form is read: an object mapping client ids (as strings) to those records.
 FedScale ships its traces pickled; unpickling runs code, so convert a trusted pickle
@@ -25,15 +27,34 @@ import numpy as np
 
 @dataclass(frozen=True, eq=False)
 class Behaviour:
-    """One client's active intervals [active[j], inactive[j]] within a pattern of
-    ``finish_time`` seconds that repeats."""
+    """One client's active intervals within a pattern of ``finish_time`` seconds that repeats.
+
+    Parameters
+    ----------
+    active, inactive : np.ndarray
+        Interval starts and ends, seconds >= 0: interval j is [active[j], inactive[j]],
+        ordered and disjoint.
+    finish_time : float
+        Seconds, > 0: the length of the pattern.
+    """
 
     active: np.ndarray
     inactive: np.ndarray
     finish_time: float
 
     def available_at(self, times: np.ndarray) -> np.ndarray:
-        """Whether the client is active at each wall-clock time (seconds)."""
+        """Flag whether the client is active at each wall-clock time.
+
+        Parameters
+        ----------
+        times : np.ndarray
+            Seconds, >= 0; taken mod ``finish_time``.
+
+        Returns
+        -------
+        np.ndarray
+            Bool, one per time: inside an interval, ends included.
+        """
         t = np.mod(np.asarray(times, dtype=float), self.finish_time)[:, None]
         return np.any((self.active <= t) & (t <= self.inactive), axis=1)
 
@@ -49,9 +70,27 @@ def _times(where: str, record: dict[str, Any], field: str) -> np.ndarray:
 
 
 def parse_behaviour(where: str, record: Any) -> Behaviour:
-    """One client's record, checked: errors name ``where`` (file and client) and the
-    field. Intervals must be ordered and disjoint: active[j] <= inactive[j] <=
-    active[j + 1]; ``finish_time`` > 0."""
+    """Parse and check one client's record.
+
+    Intervals must be ordered and disjoint: active[j] <= inactive[j] <= active[j + 1];
+    ``finish_time`` > 0.
+
+    Parameters
+    ----------
+    where : str
+        The file and client, for the errors.
+    record : Any
+        The client's parsed JSON value.
+
+    Returns
+    -------
+    Behaviour
+
+    Raises
+    ------
+    ValueError
+        Naming ``where`` and the field, if the record is malformed.
+    """
     if not isinstance(record, dict):
         raise ValueError(f"{where}: expected an object with active, inactive, finish_time")
     active, inactive = _times(where, record, "active"), _times(where, record, "inactive")
@@ -80,12 +119,40 @@ def parse_behaviour(where: str, record: Any) -> Behaviour:
 
 
 def read_fedscale(
-    path: Path, traces: Any, num_clients: int, clients: tuple[int, ...] | None = None
+    path: Path,
+    traces: Any,
+    num_clients: int,
+    clients: tuple[int, ...] | None = None,
+    field: str = "availability.params",
 ) -> list[Behaviour]:
-    """The behaviours of partitions 0..num_clients-1 from a FedScale trace (``traces``:
-    the file's parsed JSON object): partition k follows trace client ``clients[k]``,
-    default the trace's ids in ascending numeric order."""
-    where = f"availability.params.path: {path}"
+    """Read the behaviours of partitions 0..num_clients-1 from a FedScale trace.
+
+    Parameters
+    ----------
+    path : Path
+        The trace file, for the errors.
+    traces : Any
+        The file's parsed JSON object: client id (a string) -> record.
+    num_clients : int
+        K, the number of partitions, >= 1.
+    clients : tuple of int, optional
+        Partition k follows trace client ``clients[k]``; default: the trace's ids in
+        ascending numeric order.
+    field : str
+        The scenario section the errors name (``<field>.path``, ``<field>.clients``).
+
+    Returns
+    -------
+    list of Behaviour
+        One per partition.
+
+    Raises
+    ------
+    ValueError
+        If an id is not an integer or repeats, the trace holds too few clients, a
+        chosen client is missing, or a record is malformed.
+    """
+    where = f"{field}.path: {path}"
     ids: dict[int, str] = {}
     for key in traces:
         try:
@@ -106,14 +173,33 @@ def read_fedscale(
         clients = tuple(sorted(ids)[:num_clients])
     missing = [c for c in clients if c not in ids]
     if missing:
-        raise ValueError(f"availability.params.clients: client {missing[0]} is not in {path}")
+        raise ValueError(f"{field}.clients: client {missing[0]} is not in {path}")
     return [parse_behaviour(f"{where}: client {c}", traces[ids[c]]) for c in clients]
 
 
 def fedscale_matrix(
     behaviours: list[Behaviour], round_duration: float, num_rounds: int, start_time: float = 0.0
 ) -> np.ndarray:
-    """Rounds 1..num_rounds x clients: True where round r's start, start_time +
-    (r - 1) round_duration, falls (mod finish_time) in one of the client's intervals."""
+    """Map the behaviours to rounds 1..num_rounds.
+
+    Round r starts at start_time + (r - 1) round_duration; a client is available in it
+    when that time falls (mod finish_time) in one of its intervals.
+
+    Parameters
+    ----------
+    behaviours : list of Behaviour
+        One per client.
+    round_duration : float
+        Seconds one round lasts, > 0.
+    num_rounds : int
+        Rounds, >= 1.
+    start_time : float
+        Seconds into the trace at which round 1 starts, >= 0.
+
+    Returns
+    -------
+    np.ndarray
+        Rounds x clients, bool.
+    """
     starts = start_time + round_duration * np.arange(num_rounds)
     return np.stack([b.available_at(starts) for b in behaviours], axis=1)

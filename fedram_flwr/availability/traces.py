@@ -25,12 +25,41 @@ def read_trace(
     start_time: float = 0.0,
     clients: tuple[int, ...] | None = None,
 ) -> np.ndarray:
-    """A recorded availability trace as a rounds x clients bool matrix. ``.csv``: one
-    line per round, one 0/1 column per client (the ``availability.csv`` every run
-    writes); ``.json``: a list per round of the active partition ids, or an object: a
-    FedScale client behaviour trace, read for rounds 1..``num_rounds`` of
+    """Read a recorded availability trace as a rounds x clients bool matrix.
+
+    ``.csv``: one line per round, one 0/1 column per client (the ``availability.csv``
+    every run writes); ``.json``: a list per round of the active partition ids, or an
+    object: a FedScale client behaviour trace, read for rounds 1..``num_rounds`` of
     ``round_duration`` seconds from ``start_time``, partition k following trace client
-    ``clients[k]`` (:mod:`.fedscale`). Errors name the file, the round and the client."""
+    ``clients[k]`` (:mod:`.fedscale`).
+
+    Parameters
+    ----------
+    path : Path
+        The trace file: ``.csv`` or ``.json``.
+    num_clients : int
+        K, the number of partitions (columns), >= 1.
+    round_duration : float, optional
+        Seconds one round lasts, > 0; FedScale traces only (required for them).
+    num_rounds : int, optional
+        Rounds to read, >= 1; FedScale traces only (required for them).
+    start_time : float
+        Seconds into the trace at which round 1 starts, >= 0; FedScale traces only.
+    clients : tuple of int, optional
+        The trace client each partition follows; FedScale traces only (default: the
+        trace's ids in ascending numeric order).
+
+    Returns
+    -------
+    np.ndarray
+        Rounds x K, bool.
+
+    Raises
+    ------
+    ValueError
+        Naming the file, the round and the client: a missing file, an unknown format, a
+        malformed entry, or FedScale-only settings for another format.
+    """
     where = f"availability.params.path: {path}"
     if not path.is_file():
         raise ValueError(f"{where}: trace file not found")
@@ -100,7 +129,15 @@ def read_trace(
 
 
 def write_trace(path: Path, matrix: np.ndarray) -> None:
-    """Write a rounds x clients bool matrix in the format :func:`read_trace` reads."""
+    """Write a rounds x clients bool matrix in the format :func:`read_trace` reads.
+
+    Parameters
+    ----------
+    path : Path
+        ``.json``: the active ids per round; any other suffix: a CSV 0/1 matrix.
+    matrix : np.ndarray
+        Rounds x clients, bool.
+    """
     if path.suffix == ".json":
         path.write_text(json.dumps([np.flatnonzero(row).tolist() for row in matrix]))
     else:

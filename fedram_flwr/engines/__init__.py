@@ -1,7 +1,8 @@
 """Engines that run one (scenario, seed) and record it in a run directory.
 
 ``in_process``: Flower's legacy server loop with the clients called in this process (no
-Ray, no network); ``message_in_process``: the same for Flower's Message API (a strategy's
+Ray, no network); ``fedbuff_in_process``: FedBuff's asynchronous event loop over the same
+clients; ``message_in_process``: the same for Flower's Message API (a strategy's
 ``start`` over ``grid.InProcessGrid``, recorded by ``message_recording``; by default the
 scenario's own Message-API strategy, oracle and ClientApp: ``project_components``). ``flwr``:
 Flower's Simulation and Deployment Engines through ``flwr run .`` (a private SuperLink,
@@ -9,6 +10,7 @@ and SuperNode processes in the Deployment Engine, per run or shared by many:
 ``Federation``).
 """
 
+from fedram_flwr.engines.fedbuff_in_process import run_fedbuff_in_process
 from fedram_flwr.engines.flwr import (
     DEPLOYMENT_LATENCY_ENV,
     ENGINES,
@@ -48,6 +50,7 @@ __all__ = [
     "node_context",
     "project_components",
     "recording_strategy",
+    "run_fedbuff_in_process",
     "run_in_process",
     "run_message_in_process",
     "run_with_flwr",

@@ -54,10 +54,12 @@ from fedram_flwr.engines.resume import (
     checkpoint_every_k_rounds,
     restore_checkpoint,
 )
+from fedram_flwr.engines.timed import TimedServer, time_model
 from fedram_flwr.experiment import Experiment
 from fedram_flwr.outputs import RecordingStrategy, RunDirectory
 from fedram_flwr.plot_inputs import write_plot_inputs
 from fedram_flwr.protocol import npy_array, npy_bytes
+from fedram_flwr.registry import is_asynchronous
 from fedram_flwr.rundir import (
     CHECKPOINT_FILE,
     Checkpoint,
@@ -218,16 +220,26 @@ def run_in_process(
     scenario, seed and code (saying so on stderr; otherwise it starts over, saying why),
     and ends with the files of a run never interrupted
     (:mod:`fedram_flwr.rundir.checkpoint`). A given ``serve`` neither checkpoints nor
-    resumes."""
+    resumes, nor does a run with a ``time:`` section (on the simulated clock:
+    :mod:`fedram_flwr.engines.timed`). An asynchronous algorithm (FedBuff) is refused
+    here: its event loop is
+    :func:`~fedram_flwr.engines.fedbuff_in_process.run_fedbuff_in_process`."""
     out = RunDirectory(run_dir)
     every = (
         default_checkpoint_every(scenario.rounds) if checkpoint_every is None else checkpoint_every
     )
     if every < 0:
         raise ValueError(f"checkpoint_every: a number of rounds >= 0 (0: never), got {every}")
+    if scenario.time is not None:  # the clock and late updates are not checkpointed yet
+        every, resume = 0, False
     with out.lock(), signals_raise(signal.SIGTERM, signal.SIGHUP):
         try:  # from here on the run's status is final however it ends (bar SIGKILL)
             exp = Experiment(scenario, seed)
+            if serve is None and is_asynchronous(scenario):
+                raise ValueError(
+                    f"algorithm.name: {scenario.algorithm.name} is asynchronous: run it "
+                    "with fedram_flwr.engines.run_fedbuff_in_process (fedram run does)"
+                )
             saved = resume_from(out, scenario, seed, label) if resume and serve is None else None
             if serve is None:
                 _serve(exp, out, label, every, saved)
@@ -275,7 +287,12 @@ def _serve(
     received = ReceivedArrays()
     for pid, context in contexts.items():
         manager.register(InProcessClientProxy(str(pid), client_fn, context, received))
-    server = ResumableServer(client_manager=manager, strategy=recording_strategy(exp, out, label))
+    strategy = recording_strategy(exp, out, label)
+    if scenario.time is None:
+        server = ResumableServer(client_manager=manager, strategy=strategy)
+    else:  # on the simulated clock, under the round policy
+        model = time_model(exp, manager)
+        server = TimedServer(time=model, seed=exp.seed, client_manager=manager, strategy=strategy)
     identity = (scenario_fingerprint(scenario.to_dict(), exp.seed), code_version()["source"])
     server.after_round = checkpoint_every_k_rounds(
         out, every, scenario.rounds, server, contexts, identity

@@ -28,7 +28,7 @@ from flwr.serverapp.strategy import Strategy as MessageStrategy
 
 from fedram_flwr.client_app import project_message_app
 from fedram_flwr.clients.wire import partition_id
-from fedram_flwr.config import Scenario
+from fedram_flwr.config import Scenario, round_based_only
 from fedram_flwr.engines.grid import ClientAppFn, InProcessGrid
 from fedram_flwr.engines.in_process import quiet_single_threaded, recorder_settings, run_in_process
 from fedram_flwr.engines.message_recording import (
@@ -126,6 +126,7 @@ def run_message_in_process(
     """Run one (scenario, seed) to completion through ``components(Experiment(scenario,
     seed))`` (default :func:`project_components`: the scenario's own algorithm, oracle
     and clients); the run directory records it (see :func:`run_in_process`)."""
+    round_based_only(scenario.time, "the Message API")
     return run_in_process(
         scenario,
         seed,

@@ -56,6 +56,18 @@ class StrategyEveryRound(Server):
     """``flwr.server.Server`` whose ``fit_round`` hands an empty round to the strategy
     (``aggregate_fit`` with no results and no failures) instead of cancelling it."""
 
+    def received(
+        self,
+        server_round: int,
+        instructions: list[tuple[ClientProxy, FitIns]],
+        results: list[tuple[ClientProxy, FitRes]],
+        failures: list[tuple[ClientProxy, FitRes] | BaseException],
+    ) -> FitResultsAndFailures:
+        """The replies the strategy aggregates, given the round's instructions and what
+        came back: all of them (a timed server keeps those its round policy lets through,
+        :class:`~fedram_flwr.engines.timed.TimedServer`)."""
+        return results, failures
+
     def fit_round(
         self, server_round: int, timeout: float | None
     ) -> tuple[Parameters | None, dict[str, Scalar], FitResultsAndFailures] | None:
@@ -87,6 +99,7 @@ class StrategyEveryRound(Server):
         else:
             log(INFO, "configure_fit: no clients selected, aggregating no results")
             results, failures = [], []
+        results, failures = self.received(server_round, client_instructions, results, failures)
         log(
             INFO,
             "aggregate_fit: received %s results and %s failures",

@@ -1,5 +1,10 @@
-"""Flower's Message API (``flwr.serverapp``): availability for any strategy, every
-algorithm as a strategy, and the client side of the contract."""
+"""Flower's Message API (``flwr.serverapp``): every algorithm as a strategy.
+
+Also availability for any strategy (:func:`with_availability`), the client side of the
+partition-id contract (:func:`partition_id_query`) and the reply order of a round
+(:func:`ordered_replies`). Each strategy here runs the same core, declared once, as its
+legacy adapter in :mod:`fedram_flwr.strategies`.
+"""
 
 from fedram_flwr.message_api.algorithms import (
     AFL,
@@ -7,7 +12,9 @@ from fedram_flwr.message_api.algorithms import (
     MIFA,
     QFFL,
     AdaFed,
+    AmplifiedScaffold,
     CAFed,
+    DebiasingFedAvg,
     FedAR,
     FedAU,
     FedAvg,
@@ -26,14 +33,17 @@ from fedram_flwr.message_api.algorithms import (
 )
 from fedram_flwr.message_api.availability import AvailabilityStrategy, with_availability
 from fedram_flwr.message_api.partitions import partition_id_query
-from fedram_flwr.message_api.strategy import CoreMessageStrategy, ordered_replies
+from fedram_flwr.message_api.round_guard import ordered_replies
+from fedram_flwr.message_api.strategy import CoreMessageStrategy
 
 __all__ = [
     "AFL",
     "AdaFed",
+    "AmplifiedScaffold",
     "AvailabilityStrategy",
     "CAFed",
     "CoreMessageStrategy",
+    "DebiasingFedAvg",
     "F3AST",
     "FedAR",
     "FedAU",

@@ -1,5 +1,6 @@
-"""Availability for any Message-API strategy: only the nodes an oracle makes available in a
-server round train and evaluate in it.
+"""Availability for any Message-API strategy, decided by an oracle.
+
+Only the nodes an oracle makes available in a server round train and evaluate in it.
 
 Flower 1.39's Message API has no availability model and no sampling hook: ``FedAvg``
 (and every strategy built on it: FedProx, FedAdam, QFedAvg, ...) picks nodes in
@@ -48,8 +49,10 @@ wraps any such strategy, unchanged, in :class:`AvailabilityStrategy`:
   message that :func:`partition_id_query`, registered in the user's ClientApp, answers
   from ``context.node_config["partition-id"]`` (with the node's ``num-examples`` when the
   handler is given it: rFedFair needs m_i). It is the only query the project's
-  strategies send (rFedFair without this wrapper asks it too), written once in
-  :mod:`~fedram_flwr.message_api.partitions`. Every wait is bounded
+  strategies send (FedAWE and rFedFair without this wrapper ask it too), written once in
+  :mod:`~fedram_flwr.message_api.partitions`, and asked through the run's partition
+  directory (:mod:`fedram_flwr.partition_directory`): each node once, all new
+  nodes in one message batch. Every wait is bounded
   (``wait_timeout``, ``query_timeout``) and its error says what was expected, what was
   seen and which setting to change.
 """
@@ -70,15 +73,11 @@ from flwr.serverapp.strategy import Strategy
 from fedram_flwr.availability.connected import ConnectedClientManager
 from fedram_flwr.availability.laws import connected_sample
 from fedram_flwr.availability.manager import AvailabilityError, OracleClientManager
-from fedram_flwr.message_api.partitions import (
-    HANDLER_HINT,
-    answer_of,
-    ask_partitions,
-    check_federation_size,
-)
-from fedram_flwr.message_api.round_guard import error_text, guard_round, screen
+from fedram_flwr.message_api.partitions import HANDLER_HINT, check_federation_size, grid_query
+from fedram_flwr.message_api.round_guard import error_text, received, warn
 from fedram_flwr.message_api.round_view import MAX_POLLS, RoundView, minimum_sizes, readdress
-from fedram_flwr.protocol import PARTITION_ID
+from fedram_flwr.partition_directory import PartitionDirectory, check_unique
+from fedram_flwr.strategies.round_driver import RoundPolicy, screen_round
 from fedram_flwr.strategies.rounds import (
     DEFAULT_MAX_FAILED_ROUNDS,
     FailedRounds,
@@ -89,18 +88,43 @@ __all__ = ["MAX_POLLS", "AvailabilityStrategy", "RoundView", "with_availability"
 
 
 class AvailabilityStrategy(Strategy):
-    """A Message-API strategy (``strategy``, unchanged) that trains and evaluates round r
-    on exactly the nodes ``oracle`` makes available in round r (see the module
-    docstring). Attributes not defined here are the wrapped strategy's.
+    """A Message-API strategy that trains round r only on the oracle's nodes of round r.
 
-    Settings: ``wait_timeout`` (s; default the oracle's): how long the first round
-    waits for the nodes the oracle needs; ``query_timeout`` (s, > 0; default the
-    oracle's ``wait_timeout``): how long the partition-id query waits for answers;
-    ``poll_interval`` (s): between two looks at the grid while waiting;
-    ``max_failed_rounds``: rounds in a row in which every selected node failed before the
-    run stops (for a strategy without a guard of its own).
-    ``relayed[r]``: the partition ids round r relayed; ``connected[r]``: under the
-    ``connected`` oracle, the partitions connected when round r was configured."""
+    ``strategy`` (unchanged) trains and evaluates round r on exactly the nodes
+    ``oracle`` makes available in round r (see the module docstring). Attributes not
+    defined here are the wrapped strategy's.
+
+    Parameters
+    ----------
+    strategy : Strategy
+        Any Message-API strategy.
+    oracle : OracleClientManager
+        Decides who is available (:mod:`fedram_flwr.availability`).
+    wait_timeout : float, optional
+        Seconds, >= 0, the first round waits for the nodes the oracle needs; default
+        the oracle's ``wait_timeout``.
+    query_timeout : float, optional
+        Seconds, > 0, the partition-id query waits for answers; default the oracle's
+        ``wait_timeout``.
+    poll_interval : float
+        Seconds, >= 0, between two looks at the grid while waiting.
+    max_failed_rounds : int
+        Rounds in a row in which every selected node failed before the run stops (for
+        a strategy without a guard of its own), >= 1.
+
+    Attributes
+    ----------
+    relayed : dict of int to list of int
+        Round r -> the partition ids round r relayed.
+    connected : dict of int to list of int
+        Under the ``connected`` oracle, round r -> the partitions connected when round
+        r was configured.
+
+    Raises
+    ------
+    ValueError
+        If ``max_failed_rounds``, a timeout or the poll interval is out of range.
+    """
 
     def __init__(
         self,
@@ -122,11 +146,22 @@ class AvailabilityStrategy(Strategy):
             if not isinstance(value, (int, float)) or isinstance(value, bool) or value < least:
                 sign = ">=" if least == 0 else ">"
                 raise ValueError(f"{name}: {value!r} must be a number of seconds {sign} 0")
-        self.partition_of: dict[int, int] = {}  # node id -> partition id
-        self.num_examples: dict[int, int] = {}  # partition id -> m_i, where nodes report it
+        self.partitions: PartitionDirectory[int] = PartitionDirectory(
+            self.query_timeout, oracle.num_clients
+        )  # node id -> partition id and m_i, each node asked once
         self.relayed: dict[int, list[int]] = {}  # round -> partition ids relayed
         self.connected: dict[int, list[int]] = {}  # round -> partitions connected (connected)
         self._round: tuple[int, list[int]] | None = None  # (round, its node ids)
+
+    @property
+    def partition_of(self) -> dict[int, int]:
+        """Node id -> partition id of every node placed so far."""
+        return self.partitions.partition_of()
+
+    @property
+    def num_examples(self) -> dict[int, int]:
+        """Partition id -> m_i, where nodes report it."""
+        return self.partitions.num_examples()
 
     def __getattr__(self, name: str) -> Any:
         if name == "strategy":  # not set yet (copy, unpickling): no recursion
@@ -135,20 +170,23 @@ class AvailabilityStrategy(Strategy):
 
     # ---------------------------------------------------------- Strategy methods
     def summary(self) -> None:
-        """The wrapped strategy's summary, then the oracle that picks the nodes."""
+        """Log the wrapped strategy's summary, then the oracle that picks the nodes."""
         self.strategy.summary()
         log(INFO, "\t└──> Availability: %s oracle picks the nodes", type(self.oracle).__name__)
 
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        """The strategy's training messages, sent to the round's available nodes."""
+        """Configure the strategy's training, sent to the round's available nodes.
+
+        Arguments as for Flower's ``Strategy.configure_train``; ``server_round`` >= 1.
+        """
         return self._relay(self.strategy.configure_train, server_round, arrays, config, grid)
 
     def configure_evaluate(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        """The strategy's evaluation messages, sent to the same nodes as its training."""
+        """Configure the strategy's evaluation, sent to the same nodes as its training."""
         return self._relay(self.strategy.configure_evaluate, server_round, arrays, config, grid)
 
     def start(
@@ -161,53 +199,90 @@ class AvailabilityStrategy(Strategy):
         evaluate_config: ConfigRecord | None = None,
         evaluate_fn: Callable[[int, ArrayRecord], Any] | None = None,
     ) -> Any:
-        """Flower's ``start`` loop through this wrapper; a wrapped strategy with its own
-        preparation (``prepare_start``: the project's reset their state and add t, eta,
-        ... to ``evaluate_fn``'s metrics) gets it, as under its own ``start``."""
+        """Run Flower's ``start`` loop through this wrapper.
+
+        A wrapped strategy with its own preparation (``prepare_start``: the project's
+        reset their state and add t, eta, ... to ``evaluate_fn``'s metrics) gets it, as
+        under its own ``start``. Arguments and result as for Flower's ``Strategy.start``.
+        """
         evaluate_fn = self.prepare_start(initial_arrays, evaluate_fn)
         return super().start(
             grid, initial_arrays, num_rounds, timeout, train_config, evaluate_config, evaluate_fn
         )
 
     def prepare_start(self, initial_arrays: ArrayRecord, evaluate_fn: Any) -> Any:
-        """The wrapped strategy's ``prepare_start`` (if it has one), else ``evaluate_fn``;
-        no failed rounds counted yet."""
+        """Reset the failed-round count and run the wrapped strategy's ``prepare_start``.
+
+        Returns its result if it has one, else ``evaluate_fn``.
+        """
         self.failed_rounds = FailedRounds(self.failed_rounds.limit)
         prepare = getattr(self.strategy, "prepare_start", None)
         return prepare(initial_arrays, evaluate_fn) if callable(prepare) else evaluate_fn
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]) -> Any:
-        """The strategy's aggregation of the round's replies; unless it guards its rounds
-        itself, the refused ones (NaN, inf, a node's second reply) left out and the
-        round counted (:mod:`~fedram_flwr.message_api.round_guard`)."""
+        """Aggregate the round's replies with the wrapped strategy.
+
+        Unless it guards its rounds itself, the refused ones (NaN, inf, a node's second
+        reply) are left out and the round counted
+        (:mod:`~fedram_flwr.message_api.round_guard`).
+
+        Raises
+        ------
+        FailedRoundsError
+            After ``max_failed_rounds`` rounds in a row in which every node failed.
+        """
         if isinstance(getattr(self.strategy, "failed_rounds", None), FailedRounds):
             return self.strategy.aggregate_train(server_round, replies)
         replies, name = list(replies), type(self.strategy).__name__
         errors = [m for m in replies if m.has_error()]
-        valid, refused = screen(
-            [m for m in replies if not m.has_error()],
-            lambda m: self.partition_of.get(int(m.metadata.src_node_id)),
-            self.oracle.num_clients,
-            name,
-            server_round,
-        )
-        self.failed_rounds = guard_round(
+        screened = screen_round(
+            [received(m, self._partition_of) for m in replies if not m.has_error()],
+            [error_text(m) for m in errors],
             self.failed_rounds,
-            name,
             server_round,
-            [error_text(m) for m in errors] + refused,
-            len(valid),
-            getattr(self.strategy, "accept_failures", True) is not False,
+            num_clients=self.oracle.num_clients,
+            policy=RoundPolicy(getattr(self.strategy, "accept_failures", True) is not False),
+            strategy=name,
+            warn=warn,
         )
-        return self.strategy.aggregate_train(server_round, valid + errors)
+        self.failed_rounds = screened.guard
+        return self.strategy.aggregate_train(
+            server_round, [r.source for r in screened.taken] + errors
+        )
+
+    def _partition_of(self, message: Message) -> int | None:
+        """Return the partition id of a reply's node (``None``: a node not known)."""
+        placement = self.partitions.placements.get(int(message.metadata.src_node_id))
+        return None if placement is None else placement.partition_id
 
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> Any:
+        """Aggregate the round's evaluation replies with the wrapped strategy."""
         return self.strategy.aggregate_evaluate(server_round, replies)
 
     # ----------------------------------------------------------- availability
     def available_nodes(self, server_round: int, grid: Grid) -> list[int]:
-        """Node ids available in ``server_round``, in partition-id order (computed once
-        per round: training and evaluation share it)."""
+        """Return the node ids available in ``server_round``, in partition-id order.
+
+        Computed once per round: training and evaluation share it.
+
+        Parameters
+        ----------
+        server_round : int
+            Server round, >= 1.
+        grid : Grid
+            The real grid.
+
+        Returns
+        -------
+        list of int
+            Node ids; empty when nobody is available.
+
+        Raises
+        ------
+        AvailabilityError
+            If the nodes, or their answers to the partition-id query, do not come within
+            the timeouts, or two nodes report one partition id.
+        """
         if self._round is not None and self._round[0] == server_round:
             return list(self._round[1])
         if isinstance(self.oracle, ConnectedClientManager):
@@ -246,8 +321,10 @@ class AvailabilityStrategy(Strategy):
         config: ConfigRecord,
         grid: Grid,
     ) -> list[Message]:
-        """``configure`` run on the round's view of the grid, its messages readdressed
-        to the round's available nodes."""
+        """Run ``configure`` on the round's view of the grid.
+
+        Its messages go to the round's available nodes.
+        """
         nodes, name = self.available_nodes(server_round, grid), type(self.strategy).__name__
         picks = getattr(self.strategy, "picks_among_available", False) is True
         need = len(nodes) if picks else max([len(nodes), *minimum_sizes(self.strategy)])
@@ -272,8 +349,11 @@ class AvailabilityStrategy(Strategy):
         return messages
 
     def _wait_for_nodes(self, grid: Grid, count: int, setting: str) -> list[int]:
-        """The grid's node ids once at least ``count`` are connected; waits at most
-        ``wait_timeout`` s, then raises naming ``setting`` (what decides ``count``)."""
+        """Return the grid's node ids once at least ``count`` are connected.
+
+        Waits at most ``wait_timeout`` s, then raises naming ``setting`` (what decides
+        ``count``).
+        """
         start = time.monotonic()
         while True:
             ids = sorted({int(i) for i in grid.get_node_ids()})
@@ -290,13 +370,15 @@ class AvailabilityStrategy(Strategy):
             time.sleep(min(self.poll_interval, self.wait_timeout - waited))
 
     def _learn_partitions(self, grid: Grid) -> None:
-        """Learn every node's partition id, once: exactly one node per partition the
-        oracle knows."""
+        """Learn every node's partition id, once.
+
+        Exactly one node per partition the oracle knows.
+        """
         n = self.oracle.num_clients
-        if len(self.partition_of) == n:
+        if len(self.partitions.placements) == n:
             return
         setting = f"one per partition: the oracle knows num_clients = {n}"
-        check_federation_size(grid, n, self.query_timeout)  # fewer for good: fail at once
+        check_federation_size(grid, self.partitions)  # fewer for good: fail at once
         ids = self._wait_for_nodes(grid, n, setting)
         if len(ids) > n:
             raise AvailabilityError(
@@ -304,13 +386,25 @@ class AvailabilityStrategy(Strategy):
                 f"SuperNode per partition (flwr run: --federation-config 'num-supernodes={n}')"
                 " or give the oracle as many clients as there are nodes"
             )
-        self.partition_of = self._ask_partitions(grid, ids, all_must_answer=True)
+        unplaced = self.partitions.learn(ids, grid_query(grid, n))
+        if unplaced.failed:
+            raise next(iter(unplaced.failed.values()))
+        check_unique(self.partitions.partition_of(ids), "node {}".format)
+        if silent := sorted(unplaced.silent):
+            raise AvailabilityError(
+                f"expected answers to the partition-id query from {len(ids)} nodes, saw "
+                f"{len(ids) - len(silent)} within {self.query_timeout:g} s (silent: {silent}); "
+                "raise query_timeout (with_availability(..., query_timeout=...)) or check "
+                f"that these SuperNodes run the ClientApp, and {HANDLER_HINT}"
+            )
 
     def _connected_nodes(self, grid: Grid, *, first: bool) -> dict[int, int]:
-        """Partition id -> node id of the connected nodes (``connected`` oracle): the
-        first round waits for ``min_clients`` of them; nodes not seen before are asked
+        """Map partition id -> node id of the connected nodes (``connected`` oracle).
+
+        The first round waits for ``min_clients`` of them; nodes not seen before are asked
         their partition id (one that does not answer in time is asked again next
-        round); a partition that reconnected under a new node id is that node."""
+        round); a partition that reconnected under a new node id is that node.
+        """
         ids = (
             self._wait_for_nodes(
                 grid,
@@ -320,48 +414,29 @@ class AvailabilityStrategy(Strategy):
             if first
             else sorted({int(i) for i in grid.get_node_ids()})
         )
-        new = [i for i in ids if i not in self.partition_of]
-        if new:
-            self.partition_of.update(self._ask_partitions(grid, new, all_must_answer=False))
-        return {self.partition_of[i]: i for i in ids if i in self.partition_of}
-
-    def _ask_partitions(
-        self, grid: Grid, nodes: list[int], *, all_must_answer: bool
-    ) -> dict[int, int]:
-        """Node id -> partition id of ``nodes``, asked with one ``"query.partition_id"``
-        message each (:func:`partition_id_query` answers); checked: an int in
-        0..num_clients-1, unique among the nodes known. The m_i a node reports join
-        ``num_examples``."""
-        n = self.oracle.num_clients
-        answers: dict[int, int] = {}
-        for reply in ask_partitions(grid, nodes, self.query_timeout):
-            node = int(reply.metadata.src_node_id)
-            pid, size = answer_of(reply, n)
-            twins = [m for m, q in answers.items() if q == pid]
-            if twins and all_must_answer:
-                raise AvailabilityError(
-                    f"nodes {twins[0]} and {node} both report {PARTITION_ID} = {pid}: "
-                    "give every SuperNode its own --node-config partition-id"
-                )
-            answers[node] = pid
-            if size is not None:
-                self.num_examples[pid] = size
-        silent = sorted(set(nodes) - set(answers))
-        if silent and all_must_answer:
-            raise AvailabilityError(
-                f"expected answers to the partition-id query from {len(nodes)} nodes, saw "
-                f"{len(answers)} within {self.query_timeout:g} s (silent: {silent}); raise "
-                "query_timeout (with_availability(..., query_timeout=...)) or check that "
-                f"these SuperNodes run the ClientApp, and {HANDLER_HINT}"
-            )
-        return answers
+        unplaced = self.partitions.learn(ids, grid_query(grid, self.oracle.num_clients))
+        if unplaced.failed:  # a node that is silent is asked again next round
+            raise next(iter(unplaced.failed.values()))
+        return {pid: node for node, pid in self.partitions.partition_of(ids).items()}
 
 
 def with_availability(
     strategy: Strategy, oracle: OracleClientManager, **settings: float
 ) -> AvailabilityStrategy:
-    """``strategy`` (any Message-API strategy, unchanged) training and evaluating each
-    round on exactly ``oracle``'s available nodes; ``settings``: ``wait_timeout``,
-    ``query_timeout``, ``poll_interval``, ``max_failed_rounds`` of
-    :class:`AvailabilityStrategy`."""
+    """Wrap ``strategy`` so that each round trains and evaluates on ``oracle``'s nodes.
+
+    Parameters
+    ----------
+    strategy : Strategy
+        Any Message-API strategy, unchanged.
+    oracle : OracleClientManager
+        Decides who is available in each round.
+    **settings : float
+        ``wait_timeout``, ``query_timeout``, ``poll_interval``, ``max_failed_rounds`` of
+        :class:`AvailabilityStrategy`.
+
+    Returns
+    -------
+    AvailabilityStrategy
+    """
     return AvailabilityStrategy(strategy, oracle, **settings)

@@ -1,35 +1,51 @@
 """The partition-id contract of the Message API, written once: the one query the project's
-Message-API strategies send to learn who a node is, and the one client handler that
-answers it.
-
-Oracles and the algorithms' per-client state know clients by partition id; Flower names
-nodes by random node ids. The server sends a ``"query.partition_id"`` message
-(:data:`PARTITION_QUERY`, with no content) to a node; the node's ClientApp answers it with
-:func:`partition_id_query`, registered as ``app.query("partition_id")(partition_id_query)``:
-a ``ConfigRecord`` named ``"partition"`` holding ``partition-id`` (the node's
-``context.node_config["partition-id"]``, which the Simulation Engine and ``flower-supernode
---node-config`` set) and, where the handler is given it, ``num-examples`` (m_i: rFedFair's
-p_i = m_i / m). :func:`ask_partitions` sends the query, :func:`answer_of` reads a reply
-and names what is missing. The availability wrapper
-(:mod:`~fedram_flwr.message_api.availability`) asks once per node; rFedFair run without
-the wrapper asks the same query itself.
+Message-API strategies send to learn who a node is (the node's half, the query's name and
+the handler :func:`partition_id_query` that answers it, is
+:mod:`fedram_flwr.partition_query`, which a ClientApp imports without the server side).
+:func:`grid_query` is the server's side: the transport of the
+partition directory (:mod:`fedram_flwr.partition_directory`), which asks each node
+once, all new nodes in one ``send_and_receive`` with a timeout; :func:`placement_of`
+reads a reply and names what is missing. The availability wrapper
+(:mod:`~fedram_flwr.message_api.availability`) keeps one directory for the run; FedAWE
+and rFedFair run without the wrapper keep their own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
-from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
+from flwr.app import ConfigRecord, Message, RecordDict
 from flwr.serverapp import Grid
 
-from fedram_flwr.availability.manager import AvailabilityError
+from fedram_flwr.partition_directory import (
+    AvailabilityError,
+    PartitionDirectory,
+    Placement,
+    Query,
+)
+from fedram_flwr.partition_query import (
+    NODE_CONFIG_KEYS,
+    NUM_PARTITIONS,
+    PARTITION_ACTION,
+    PARTITION_QUERY,
+    PARTITION_RECORD,
+    partition_id_query,
+)
 from fedram_flwr.protocol import NUM_EXAMPLES, PARTITION_ID
 
-PARTITION_ACTION = "partition_id"
-PARTITION_QUERY = f"{MessageType.QUERY}.{PARTITION_ACTION}"  # the query's message type
-PARTITION_RECORD = "partition"  # the reply's ConfigRecord
-NODE_CONFIG_KEYS = "node-config-keys"  # in the reply when partition-id is missing
-NUM_PARTITIONS = "num-partitions"  # node_config: the federation's node count, where set
+__all__ = [
+    "NODE_CONFIG_KEYS",
+    "NUM_PARTITIONS",
+    "PARTITION_ACTION",
+    "PARTITION_QUERY",
+    "PARTITION_RECORD",
+    "ask_partitions",
+    "check_federation_size",
+    "grid_query",
+    "partition_id_query",
+    "placement_of",
+]
+
 HANDLER_HINT = (
     "register the handler in the ClientApp: "
     f'app.query("{PARTITION_ACTION}")(partition_id_query), with '
@@ -37,91 +53,80 @@ HANDLER_HINT = (
 )
 
 
-def partition_id_query(
-    msg: Message, context: Context, *, num_examples: int | None = None
-) -> Message:
-    """Client side of the partition-id contract: answer the server's
-    ``"query.partition_id"`` message with ``ConfigRecord({"partition-id": K})`` from
-    ``context.node_config`` (set by the Simulation Engine, and by ``flower-supernode
-    --node-config "partition-id=K num-partitions=N"``), its ``num-partitions`` where set
-    (:func:`check_federation_size` reads it), and ``"num-examples"`` (m_i, the
-    training-set size) when given: strategies that weigh nodes before training (rFedFair's
-    p_i = m_i / m) need it; register then a handler that passes it, e.g.
-    ``partition_id_query(msg, context, num_examples=len(trainset))``. A node without
-    ``partition-id`` answers with the keys it has, and the server stops with an error that
-    says what to add."""
-    config = context.node_config
-    if PARTITION_ID in config:
-        record = ConfigRecord({PARTITION_ID: config[PARTITION_ID]})
-        if isinstance(config.get(NUM_PARTITIONS), int):
-            record[NUM_PARTITIONS] = config[NUM_PARTITIONS]
-        if num_examples is not None:
-            record[NUM_EXAMPLES] = int(num_examples)
-    else:
-        record = ConfigRecord({NODE_CONFIG_KEYS: ", ".join(sorted(config))})
-    return Message(RecordDict({PARTITION_RECORD: record}), reply_to=msg)
-
-
 def ask_partitions(grid: Grid, nodes: Iterable[int], timeout: float) -> list[Message]:
-    """One ``"query.partition_id"`` message to each of ``nodes``; the replies that came
-    within ``timeout`` seconds (:func:`answer_of` reads one)."""
+    """One ``"query.partition_id"`` message to each of ``nodes``, all in one
+    ``send_and_receive``; the replies that came within ``timeout`` seconds."""
     messages = [
         Message(RecordDict(), dst_node_id=node, message_type=PARTITION_QUERY) for node in nodes
     ]
     return list(grid.send_and_receive(messages, timeout=timeout)) if messages else []
 
 
-def answer_of(reply: Message, num_clients: int | None = None) -> tuple[int, int | None]:
-    """(partition id, m_i or None) of a reply to the partition-id query; an
-    :class:`AvailabilityError` that says what to add when the node could not answer, has
-    no ``partition-id``, or reports one outside 0..num_clients-1 (when given)."""
+def placement_of(reply: Message, num_clients: int | None = None) -> Placement | AvailabilityError:
+    """A reply to the partition-id query as the node's
+    :class:`~fedram_flwr.partition_directory.Placement`, or the
+    :class:`AvailabilityError` that says what to add (for a federation of
+    ``num_clients``, when known) when the node could not answer or has no
+    ``partition-id`` (the directory checks the id's range)."""
     node = int(reply.metadata.src_node_id)
+    n = "N" if num_clients is None else num_clients
+    last = "N-1" if num_clients is None else num_clients - 1
     if reply.has_error():
-        raise AvailabilityError(
+        return AvailabilityError(
             f"node {node} could not answer the partition-id query "
             f"({reply.error.reason}); {HANDLER_HINT}"
         )
     record = reply.content.config_records.get(PARTITION_RECORD, ConfigRecord())
-    n = "N" if num_clients is None else num_clients
-    last = "N-1" if num_clients is None else num_clients - 1
     if PARTITION_ID not in record:
         keys = record.get(NODE_CONFIG_KEYS) or "none"
-        raise AvailabilityError(
-            f"node {node} has no '{PARTITION_ID}' in its node_config (its keys: "
-            f"{keys}); start it with flower-supernode --node-config "
-            f'"{PARTITION_ID}=K num-partitions={n}" (K in 0..{last}, one per node; the '
-            "Simulation Engine sets it itself)"
+        return AvailabilityError(
+            f"node {node} has no '{PARTITION_ID}' in its node_config (its keys: {keys}); "
+            f'start it with flower-supernode --node-config "{PARTITION_ID}=K '
+            f'num-partitions={n}" (K in 0..{last}, one per node; the Simulation Engine sets '
+            "it itself)"
         )
-    pid = record[PARTITION_ID]
-    known = "" if num_clients is None else f" (the oracle knows num_clients = {n})"
-    bound = float("inf") if num_clients is None else num_clients
-    if isinstance(pid, bool) or not isinstance(pid, int) or not 0 <= pid < bound:
-        raise AvailabilityError(
-            f"node {node} reports {PARTITION_ID} = {pid!r}: expected an integer in 0..{last}{known}"
-        )
-    size = record.get(NUM_EXAMPLES)
-    return pid, (None if size is None else int(size))
+    size, count = record.get(NUM_EXAMPLES), record.get(NUM_PARTITIONS)
+    return Placement(
+        record[PARTITION_ID],
+        None if size is None else int(size),
+        count if isinstance(count, int) and not isinstance(count, bool) else None,
+    )
 
 
-def check_federation_size(grid: Grid, num_clients: int, timeout: float) -> None:
+def grid_query(grid: Grid, num_clients: int | None = None) -> Query[int]:
+    """The Message-API transport of the partition directory: one query message to each
+    asked node, in one ``send_and_receive`` on ``grid`` with the directory's timeout; a
+    node whose reply did not come in time is absent from the answers (``num_clients``:
+    the federation's size its errors name, when known)."""
+
+    def ask(nodes: Sequence[int], timeout: float) -> dict[int, Placement | AvailabilityError]:
+        return {
+            int(reply.metadata.src_node_id): placement_of(reply, num_clients)
+            for reply in ask_partitions(grid, nodes, timeout)
+        }
+
+    return ask
+
+
+def check_federation_size(grid: Grid, directory: PartitionDirectory[int]) -> None:
     """Fail at once when the federation is known to have fewer nodes than the oracle's
-    ``num_clients``, instead of waiting ``wait_timeout`` for nodes that cannot come.
+    ``num_clients`` (the directory's), instead of waiting ``wait_timeout`` for nodes that
+    cannot come.
 
     The count is known to be final when every node connected now reports, through the
-    partition-id query, the federation's size in its node_config's ``num-partitions``
-    (the Simulation Engine sets it to ``num-supernodes`` and registers every node before
-    the ServerApp starts; ``flower-supernode --node-config "... num-partitions=N"`` in
+    partition-id query (asked through ``directory``: a node it places is not asked
+    again), the federation's size in its node_config's ``num-partitions`` (the
+    Simulation Engine sets it to ``num-supernodes`` and registers every node before the
+    ServerApp starts; ``flower-supernode --node-config "... num-partitions=N"`` in
     deployment): if all say N < ``num_clients``, an :class:`AvailabilityError` names
     both numbers. Otherwise (enough nodes, none yet, a node that does not say, or N large
     enough while SuperNodes are still connecting) it returns and the caller waits."""
+    num_clients = directory.num_clients
     nodes = sorted({int(i) for i in grid.get_node_ids()})
-    if not nodes or len(nodes) >= num_clients:
+    if num_clients is None or not nodes or len(nodes) >= num_clients:
         return
-    sizes = [
-        reply.content.config_records.get(PARTITION_RECORD, ConfigRecord()).get(NUM_PARTITIONS)
-        for reply in ask_partitions(grid, nodes, timeout)
-        if not reply.has_error()
-    ]
+    directory.learn(nodes, grid_query(grid, num_clients))
+    sizes = [directory.placements[n].num_partitions for n in nodes if n in directory]
     if len(sizes) < len(nodes) or not all(isinstance(k, int) for k in sizes):
         return
     if (size := max(sizes)) < num_clients:

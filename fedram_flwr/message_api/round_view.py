@@ -1,6 +1,8 @@
-"""What a wrapped Message-API strategy sees of the grid in one round
-(:class:`RoundView`) and how its messages are readdressed to the round's available
-nodes; used by :mod:`fedram_flwr.message_api.availability`."""
+"""What a wrapped Message-API strategy sees of the grid in one round.
+
+:class:`RoundView` is that grid; :func:`readdress` sends its messages to the round's
+available nodes instead; used by :mod:`fedram_flwr.message_api.availability`.
+"""
 
 from __future__ import annotations
 
@@ -17,12 +19,26 @@ MAX_POLLS = 16  # get_node_ids() calls one configure call may make on the round'
 
 
 class RoundView(Grid):
-    """The grid as a wrapped strategy sees it in one configure call: ``get_node_ids()``
-    are the given ids (the round's available nodes, then stand-ins), ``partition_of``
-    maps the available ones to partition ids, ``num_examples`` every partition's m_i
-    that its node reported (:func:`partition_id_query`), the rest is the real grid's. More than
+    """The grid as a wrapped strategy sees it in one configure call.
+
+    ``get_node_ids()`` are the given ids; everything else is the real grid's. More than
     :data:`MAX_POLLS` ``get_node_ids()`` calls (a strategy waiting for more nodes than
-    it is shown) raise :class:`AvailabilityError`."""
+    it is shown) raise :class:`AvailabilityError`.
+
+    Parameters
+    ----------
+    grid : Grid
+        The real grid.
+    node_ids : list of int
+        The ids shown: the round's available nodes, then stand-ins.
+    strategy_name : str
+        The wrapped strategy's name, for the error.
+    partition_of : dict of int to int
+        Node id -> partition id (0..K-1), for the available nodes only.
+    num_examples : dict of int to int, optional
+        Partition id -> m_i (>= 0), for every partition whose node reported it
+        (:func:`~fedram_flwr.message_api.partitions.partition_id_query`).
+    """
 
     def __init__(
         self,
@@ -38,6 +54,13 @@ class RoundView(Grid):
         self.polls = 0
 
     def get_node_ids(self) -> Iterable[int]:
+        """Return the ids shown to the strategy (a new list each call).
+
+        Raises
+        ------
+        AvailabilityError
+            On the call after :data:`MAX_POLLS` in one configure call.
+        """
         self.polls += 1
         if self.polls > MAX_POLLS:
             raise AvailabilityError(
@@ -49,28 +72,48 @@ class RoundView(Grid):
         return list(self.node_ids)
 
     def set_run(self, run: Any) -> None:
+        """Set the real grid's run."""
         self.grid.set_run(run)
 
     @property
     def run(self) -> Any:
+        """The real grid's run."""
         return self.grid.run
 
     def create_message(self, *args: Any, **kwargs: Any) -> Message:
+        """Create a message on the real grid."""
         return self.grid.create_message(*args, **kwargs)
 
     def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
+        """Push messages through the real grid."""
         return self.grid.push_messages(messages)
 
     def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
+        """Pull messages through the real grid."""
         return self.grid.pull_messages(message_ids)
 
     def send_and_receive(self, messages: Iterable[Message], **kwargs: Any) -> Iterable[Message]:
+        """Send and receive through the real grid."""
         return self.grid.send_and_receive(messages, **kwargs)
 
 
 def minimum_sizes(strategy: Strategy) -> list[int]:
-    """The minimum node counts a strategy (or the strategies it wraps, through their
-    ``strategy`` attribute, as Flower's DP wrappers do) waits for."""
+    """Collect the minimum node counts a strategy waits for.
+
+    Its own and those of the strategies it wraps, through their ``strategy`` attribute,
+    as Flower's DP wrappers do.
+
+    Parameters
+    ----------
+    strategy : Strategy
+        Any Message-API strategy.
+
+    Returns
+    -------
+    list of int
+        Its ``min_available_nodes``, ``min_train_nodes`` and ``min_evaluate_nodes``,
+        where set (integers only), outermost strategy first.
+    """
     sizes, seen = [], set()
     while strategy is not None and id(strategy) not in seen:
         seen.add(id(strategy))
@@ -83,9 +126,24 @@ def minimum_sizes(strategy: Strategy) -> list[int]:
 
 
 def readdress(messages: list[Message], nodes: list[int]) -> list[Message]:
-    """The strategy's messages sent to ``nodes`` instead: each node gets the content and
-    type the strategy addressed to it, or else those of its first message. No
-    messages (the strategy skips the phase): nothing is sent."""
+    """Readdress the strategy's messages to ``nodes``.
+
+    Each node gets the content and type the strategy addressed to it, or else those of
+    its first message.
+
+    Parameters
+    ----------
+    messages : list of Message
+        The strategy's messages.
+    nodes : list of int
+        The node ids to send to.
+
+    Returns
+    -------
+    list of Message
+        One new message per node; none when ``messages`` is empty (the strategy skips
+        the phase).
+    """
     if not messages:
         return []
     by_node = {m.metadata.dst_node_id: m for m in messages}

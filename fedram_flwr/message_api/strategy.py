@@ -1,5 +1,7 @@
-"""The one Message-API base over an algorithm core: Flower's ``flwr.serverapp.strategy``
-face of every algorithm whose legacy face is :class:`~fedram_flwr.strategies.base.CoreStrategy`.
+"""The one Message-API base over an algorithm core (Flower's ``flwr.serverapp.strategy``).
+
+The Message-API face of every algorithm whose legacy face is
+:class:`~fedram_flwr.strategies.base.CoreStrategy`.
 
 :class:`CoreMessageStrategy` subclasses Flower's Message-API ``FedAvg`` and keeps its
 node sampling (``configure_train`` / ``configure_evaluate`` sample from the ``grid``
@@ -13,9 +15,10 @@ Message API:
   ``server-round`` and the core's ``fit_config`` keys; to evaluate, the model alone
   (theta without t) under the keys of ``start``'s ``initial_arrays``, so a stock Flower
   ``@app.evaluate()`` handler works unchanged;
-- :func:`ordered_replies`: replies as the cores' :class:`~fedram_flwr.protocol.ClientReply`
-  in partition-id order, contract-checked (partition id, the metrics the strategy needs,
-  the same arrays as the broadcast), with errors naming the key, the node and the strategy;
+- :func:`~fedram_flwr.message_api.round_guard.client_reply`: a reply as the cores'
+  :class:`~fedram_flwr.protocol.ClientReply`, contract-checked (partition id, the metrics
+  the strategy needs, the same arrays as the broadcast), with errors naming the key, the
+  node and the strategy;
 - the refusal of replies that are no update (:mod:`~fedram_flwr.message_api.round_guard`:
   a partition id outside 0..N-1 or carried by two replies, NaN or inf; each a failure
   of its node, named in the log), the failure guard (``accept_failures=False``: a round
@@ -38,7 +41,6 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import MISSING, fields
 from logging import INFO
 from typing import Any, ClassVar
 
@@ -56,10 +58,19 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg, Result
 from flwr.supercore import log
 
-from fedram_flwr.message_api.round_guard import take_replies
+from fedram_flwr.message_api.partitions import grid_query
+from fedram_flwr.message_api.round_guard import client_reply, error_text, received, warn
 from fedram_flwr.message_api.round_view import RoundView
-from fedram_flwr.protocol import Arrays, ClientReply, in_partition_order, reply_partition_id
+from fedram_flwr.partition_directory import DEFAULT_QUERY_TIMEOUT, PartitionDirectory
+from fedram_flwr.protocol import Arrays
 from fedram_flwr.strategies.core import Core
+from fedram_flwr.strategies.hyper import (
+    core_parameters,
+    make_core,
+    parameters_doc,
+    with_parameters_doc,
+)
+from fedram_flwr.strategies.round_driver import RoundPolicy, RoundState, drive_round
 from fedram_flwr.strategies.rounds import DEFAULT_MAX_FAILED_ROUNDS, FailedRounds
 
 FLOWER_FEDAVG_ARGS = tuple(p for p in inspect.signature(FedAvg.__init__).parameters if p != "self")
@@ -68,16 +79,35 @@ FLOWER_FEDAVG_ARGS = tuple(p for p in inspect.signature(FedAvg.__init__).paramet
 GUARD_ARGS = ("accept_failures", "max_failed_rounds")
 """The failure guard's arguments, which every strategy here takes."""
 
-MODEL_BOUND = ("like",)
-"""Core fields set from the model at start (:meth:`Core.for_model`), not hyper-parameters."""
+GUARD_ARGS_DOC = (
+    "accept_failures : bool, default True\n"
+    "    False: a round with an error reply aggregates nothing and the state stays.\n"
+    "max_failed_rounds : int, default 3\n"
+    "    Rounds in a row that aggregate nothing because clients failed before the run\n"
+    "    stops (:class:`~fedram_flwr.strategies.rounds.FailedRoundsError`).\n"
+    "**fedavg_kwargs\n"
+    "    Flower Message-API ``FedAvg``'s arguments (``fraction_train``,\n"
+    "    ``min_available_nodes``, ``weighted_by_key``, ``arrayrecord_key``, ...)."
+)
 
 EvaluateFn = Callable[[int, ArrayRecord], MetricRecord | None]
 
 
 # ------------------------------------------------------------------ replies
 def metric_values(values: Mapping[str, Any]) -> dict[str, int | float | list]:
-    """``values`` as ``MetricRecord`` values: numpy scalars as Python numbers, 1-D arrays
-    as lists, bools as ints; ``None`` and anything else (nested values) left out."""
+    """Convert ``values`` into ``MetricRecord`` values.
+
+    Parameters
+    ----------
+    values : mapping of str to Any
+        Diagnostics or metrics.
+
+    Returns
+    -------
+    dict of str to int, float or list
+        Numpy scalars as Python numbers, 1-D arrays as lists, bools as ints; ``None`` and
+        anything else (nested values) left out.
+    """
     out: dict[str, int | float | list] = {}
     for key, value in values.items():
         if isinstance(value, np.ndarray) and value.ndim == 1:
@@ -93,109 +123,66 @@ def metric_values(values: Mapping[str, Any]) -> dict[str, int | float | list]:
     return out
 
 
-def ordered_replies(
-    messages: Iterable[Message],
-    strategy: str,
-    *,
-    weighted_by_key: str,
-    needs_id: bool = True,
-    required_metrics: Iterable[str] = (),
-    broadcast: Arrays | None = None,
-    layout: str = "the model's arrays",
-) -> list[tuple[Message, ClientReply]]:
-    """Error-free reply ``messages`` as (message, :class:`ClientReply`), in partition-id
-    order. Each reply's only ``MetricRecord`` holds its fit metrics (``weighted_by_key``
-    is m_i), its only ``ArrayRecord`` its arrays (decoded when the core asks). Errors
-    name the key, the node and ``strategy``: a missing partition id (when ``needs_id``),
-    a missing metric of ``required_metrics``, arrays that are not shaped like
-    ``broadcast`` (a client returns what it received, updated: ``layout``)."""
-    message_of: dict[int, Message] = {}  # id(reply) -> its message
-    replies = []
-    for message in messages:
-        content, node = message.content, message.metadata.src_node_id
-        metrics = next(iter(content.metric_records.values()))
-        record = next(iter(content.array_records.values()))
-        try:
-            pid = reply_partition_id(metrics, needs_id, strategy)
-        except ValueError as err:
-            raise ValueError(f"{err} (node {node})") from None
-        for key in required_metrics:
-            if key not in metrics:
-                raise ValueError(
-                    f"{strategy}: the reply of node {node} (partition {pid}) has no '{key}' "
-                    f"metric, which {strategy} needs (fedram_flwr.protocol; the project's "
-                    "Message-API client building blocks report it)"
-                )
-        if broadcast is not None:
-            got = [tuple(a.shape) for a in record.values()]
-            want = [tuple(a.shape) for a in broadcast]
-            if got != want:
-                raise ValueError(
-                    f"{strategy}: the reply of node {node} (partition {pid}) has {len(got)} "
-                    f"arrays shaped {got}, the broadcast {len(want)} shaped {want}: a client "
-                    f"returns the arrays it received, updated, in order: {layout}"
-                )
-        reply = ClientReply(pid, int(metrics[weighted_by_key]), metrics, record.to_numpy_ndarrays)
-        message_of[id(reply)] = message
-        replies.append(reply)
-    return [(message_of[id(r)], r) for r in in_partition_order(replies)]
-
-
 # ------------------------------------------------------------------ the base
-def make_core(core_type: type[Core], params: dict[str, Any], strategy: str) -> Core:
-    """``core_type(**params)``; unknown or missing parameters named with the allowed ones."""
-    own = [f for f in fields(core_type) if f.init and f.name not in MODEL_BOUND]
-    names = [f.name for f in own]
-    if unknown := sorted(set(params) - set(names)):
-        raise TypeError(
-            f"{strategy}: unknown argument(s) {unknown}; its own are {names}, the others "
-            f"Flower FedAvg's {list(FLOWER_FEDAVG_ARGS)}, accept_failures and max_failed_rounds"
-        )
-    required = [f.name for f in own if f.default is MISSING and f.default_factory is MISSING]
-    if missing := [n for n in required if n not in params]:
-        raise TypeError(f"{strategy}: missing required argument(s) {missing}")
-    return core_type(**params)
-
-
 class CoreMessageStrategy(FedAvg):
     """An algorithm core as a Flower Message-API strategy (see the module docstring).
 
-    Subclasses set ``core_type``; keyword-only construction takes the core's
-    hyper-parameters (the legacy class's names), ``accept_failures`` (default ``True``,
-    as Flower's legacy strategies), ``max_failed_rounds`` (rounds in a row that aggregate
-    nothing because clients failed before the run stops) and Flower ``FedAvg``'s
-    arguments. ``self.state`` is
-    the core's state, set from the model in ``start`` (or round 1's ``configure_train``)
-    and replaced by each aggregation."""
+    Subclasses set ``core_type``; their keyword-only constructor takes the core's
+    hyper-parameters (the legacy class's names), their own keyword arguments,
+    ``accept_failures``, ``max_failed_rounds`` and Flower ``FedAvg``'s arguments; the
+    signature ``help()`` shows and the docstring's ``Parameters`` are built from the
+    core's declarations. ``self.state`` is the core's state, set from the model in
+    ``start`` (or round 1's ``configure_train``) and replaced by each aggregation.
+
+    Parameters
+    ----------
+    accept_failures : bool, default True
+        ``False``: a round with an error reply aggregates nothing and the state stays
+        (``True`` as Flower's legacy strategies).
+    max_failed_rounds : int, default 3
+        Rounds in a row that aggregate nothing because clients failed before the run
+        stops (:class:`~fedram_flwr.strategies.rounds.FailedRoundsError`), >= 1.
+    **kwargs
+        The core's hyper-parameters and Flower Message-API ``FedAvg``'s arguments.
+
+    Raises
+    ------
+    TypeError
+        On an argument neither the core nor Flower's ``FedAvg`` takes, or a missing
+        required one.
+    """
 
     core_type: ClassVar[type[Core]]
     needs_partition_id: ClassVar[bool] = True  # False: stock Flower clients are served too
     picks_among_available: ClassVar[bool] = True  # with_availability's contract
     required_metrics: ClassVar[tuple[str, ...]] = ()  # fit metrics the core reads
     reply_layout: ClassVar[str] = "the model's arrays"
+    query_timeout: float = DEFAULT_QUERY_TIMEOUT  # s: a partition-id question waits at most
+    own_partitions: PartitionDirectory[int] | None = None  # without an availability wrapper
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        """The signature ``help()`` and IDEs show: the core's hyper-parameters (required
-        ones first), a subclass's own keyword arguments, ``accept_failures``,
-        ``max_failed_rounds`` and Flower ``FedAvg``'s arguments, all keyword-only."""
+        """Build the signature and ``Parameters`` of a subclass that sets ``core_type``.
+
+        The signature ``help()`` and IDEs show: the core's hyper-parameters (required ones
+        first), a subclass's own keyword arguments, ``accept_failures``,
+        ``max_failed_rounds`` and Flower ``FedAvg``'s arguments, all keyword-only.
+        """
         super().__init_subclass__(**kwargs)
         if "core_type" not in cls.__dict__:
             return
-        kw, empty = inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.empty
-        own = [
-            inspect.Parameter(f.name, kw, default=empty if f.default is MISSING else f.default)
-            for f in fields(cls.core_type)
-            if f.init and f.name not in MODEL_BOUND
-        ]
+        kw = inspect.Parameter.KEYWORD_ONLY
         extra = list(inspect.signature(cls.__init__).parameters.values())[1:]
         flower = list(inspect.signature(FedAvg.__init__).parameters.values())[1:]
         params = [
-            *sorted(own, key=lambda p: p.default is not empty),
+            *core_parameters(cls.core_type),
             *(p for p in extra if p.kind == kw and p.name not in GUARD_ARGS),
             inspect.Parameter("accept_failures", kw, default=True),
             inspect.Parameter("max_failed_rounds", kw, default=DEFAULT_MAX_FAILED_ROUNDS),
             *(p.replace(kind=kw) for p in flower),
         ]
+        cls.__doc__ = with_parameters_doc(
+            cls.__doc__, parameters_doc(cls.core_type, trailing=GUARD_ARGS_DOC)
+        )
         cls.__signature__ = inspect.Signature(params)
 
     def __init__(
@@ -206,7 +193,11 @@ class CoreMessageStrategy(FedAvg):
         **kwargs: Any,
     ) -> None:
         flower = {k: kwargs.pop(k) for k in FLOWER_FEDAVG_ARGS if k in kwargs}
-        self.core = make_core(self.core_type, kwargs, type(self).__name__)
+        others = (
+            f"the others Flower FedAvg's {list(FLOWER_FEDAVG_ARGS)}, accept_failures and "
+            "max_failed_rounds"
+        )
+        self.core = make_core(self.core_type, kwargs, type(self).__name__, others)
         self.accept_failures = accept_failures
         self.failed_rounds = FailedRounds(max_failed_rounds)
         self.state: Any = None
@@ -219,12 +210,21 @@ class CoreMessageStrategy(FedAvg):
         return f"{type(self).__name__}({self.core!r})"
 
     def summary(self) -> None:
+        """Log the core and ``accept_failures``, then Flower's summary."""
         log(INFO, "\t├──> %r (accept_failures=%s)", self.core, self.accept_failures)
         super().summary()
 
     # --------------------------------------------------------------- state
     def reset(self, initial_arrays: ArrayRecord) -> None:
-        """The state before round 1, from the model ``initial_arrays``."""
+        """Set the state before round 1 from the model ``initial_arrays``.
+
+        Also forgets the last round aggregated and the failure streak.
+
+        Parameters
+        ----------
+        initial_arrays : ArrayRecord
+            The initial model; its keys name the model's arrays from then on.
+        """
         model = initial_arrays.to_numpy_ndarrays()
         self.model_keys = list(initial_arrays.keys())
         self.core = self.core.for_model(model)
@@ -233,7 +233,18 @@ class CoreMessageStrategy(FedAvg):
         self.failed_rounds = FailedRounds(self.failed_rounds.limit)
 
     def broadcast_arrays(self) -> Arrays:
-        """What the nodes receive this round: ``core.arrays(state)``."""
+        """Return what the nodes receive this round: ``core.arrays(state)``.
+
+        Returns
+        -------
+        list of np.ndarray
+            The broadcast (the model, then the core's extras, e.g. t).
+
+        Raises
+        ------
+        RuntimeError
+            Before the state is set (``start`` or round 1's ``configure_train``).
+        """
         if self.state is None:
             raise RuntimeError(
                 f"{type(self).__name__}: no state yet; call start(initial_arrays=...) or "
@@ -242,32 +253,116 @@ class CoreMessageStrategy(FedAvg):
         return self.core.arrays(self.state)
 
     def as_model(self, model: Arrays) -> ArrayRecord:
-        """``model``'s arrays under the keys of ``start``'s initial model."""
+        """Put ``model``'s arrays under the keys of ``start``'s initial model.
+
+        Parameters
+        ----------
+        model : list of np.ndarray
+            The model's arrays (any other number of arrays keeps Flower's default keys).
+
+        Returns
+        -------
+        ArrayRecord
+            The arrays, in order.
+        """
         if len(model) != len(self.model_keys):
             return ArrayRecord(model)
         return ArrayRecord({k: Array(np.asarray(a)) for k, a in zip(self.model_keys, model)})
 
     def model_arrays(self) -> ArrayRecord:
-        """The model part of the state (``core.evaluated``) under the initial keys."""
+        """Return the model part of the state (``core.evaluated``) under the initial keys."""
         return self.as_model(self.core.evaluated(self.broadcast_arrays())[0])
 
     def diagnostics(self) -> dict[str, Any]:
-        """The core's diagnostics of the current state (what a recorder logs)."""
+        """Return the core's diagnostics of the current state (what a recorder logs)."""
         return self.core.diagnostics(self.state)
+
+    # --------------------------------------------------------------- partitions
+    def partition_directory(self) -> PartitionDirectory[int]:
+        """Return the strategy's own partition directory, made on first use.
+
+        For when no availability wrapper says who is who; a question waits at most
+        ``query_timeout`` s.
+        """
+        if self.own_partitions is None:
+            self.own_partitions = PartitionDirectory(self.query_timeout)
+        return self.own_partitions
+
+    def partition_ids(self, grid: Grid, nodes: Iterable[int], hint: str) -> dict[int, int]:
+        """Map ``nodes`` to their partition ids, each new one asked once.
+
+        Parameters
+        ----------
+        grid : Grid
+            Where the ``"query.partition_id"`` messages go.
+        nodes : iterable of int
+            Flower node ids.
+        hint : str
+            What to change, ending the error message.
+
+        Returns
+        -------
+        dict of int to int
+            Node id -> partition id (through :meth:`partition_directory`).
+
+        Raises
+        ------
+        AvailabilityError
+            If a node answers wrongly or not within ``query_timeout`` s
+            (:class:`~fedram_flwr.partition_directory.AvailabilityError`).
+        """
+        placed = self.partition_directory().require(
+            nodes, grid_query(grid), type(self).__name__, hint
+        )
+        return {node: p.partition_id for node, p in placed.items()}
 
     # --------------------------------------------------------------- rounds
     def pick(self, server_round: int, nodes: list[int], partitions: list[int]) -> list[int]:
-        """The available ``nodes`` (partition ids ``partitions``, in that order) that
-        train in ``server_round``: all of them; FedAvg(S) keeps its seeded subset."""
+        """Choose the available nodes that train in ``server_round``: all of them.
+
+        Subclasses override it (FedAvg(S) keeps its seeded subset).
+
+        Parameters
+        ----------
+        server_round : int
+            t, >= 1.
+        nodes : list of int
+            The available node ids, in partition-id order.
+        partitions : list of int
+            Their partition ids, in the same order.
+
+        Returns
+        -------
+        list of int
+            The node ids that train.
+        """
         return nodes
 
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        """The broadcast and the core's keys, to the nodes :meth:`pick` chooses among the
-        available ones under an availability wrapper (a :class:`RoundView`: partition-id
-        order, no sampling), else to Flower's sample; in round 1 (or before any state)
-        ``arrays`` is the initial model."""
+        """Send the broadcast and the core's config keys to this round's trainers.
+
+        Under an availability wrapper (a :class:`RoundView`: partition-id order, no
+        sampling) the trainers are those :meth:`pick` chooses among the available nodes,
+        else Flower's sample.
+
+        Parameters
+        ----------
+        server_round : int
+            t, >= 1.
+        arrays : ArrayRecord
+            In round 1 (or before any state), the initial model; otherwise unused.
+        config : ConfigRecord
+            The train config; the core's ``fit_config`` keys and ``server-round`` join it.
+        grid : Grid
+            The grid (or an availability wrapper's view of it).
+
+        Returns
+        -------
+        iterable of Message
+            One train message per trainer.
+        """
         if self.state is None or server_round == 1:
             self.reset(arrays)
         config = ConfigRecord({**config, **self.core.fit_config(self.state, server_round)})
@@ -284,11 +379,29 @@ class CoreMessageStrategy(FedAvg):
     def configure_evaluate(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        """Flower's, carrying the model (:meth:`model_arrays`: theta without t, x without
-        c, under the keys of ``start``'s ``initial_arrays``), so that a stock Flower
-        ``@app.evaluate()`` handler (``to_torch_state_dict()``) evaluates it unchanged;
-        under an availability wrapper to every available node (none if
-        ``fraction_evaluate`` is 0)."""
+        """Send the model to evaluate, as Flower's ``configure_evaluate`` does.
+
+        The model is :meth:`model_arrays` (theta without t, x without c, under the keys of
+        ``start``'s ``initial_arrays``), so that a stock Flower ``@app.evaluate()`` handler
+        (``to_torch_state_dict()``) evaluates it unchanged.
+
+        Parameters
+        ----------
+        server_round : int
+            t, >= 0.
+        arrays : ArrayRecord
+            The current model (used only before any state).
+        config : ConfigRecord
+            The evaluate config; ``server-round`` joins it.
+        grid : Grid
+            The grid (or an availability wrapper's view of it).
+
+        Returns
+        -------
+        iterable of Message
+            Flower's sample; under an availability wrapper, every available node (none
+            if ``fraction_evaluate`` is 0).
+        """
         model = arrays if self.state is None else self.model_arrays()
         if not isinstance(grid, RoundView):
             return super().configure_evaluate(server_round, model, config, grid)
@@ -299,59 +412,107 @@ class CoreMessageStrategy(FedAvg):
         nodes = sorted(grid.get_node_ids(), key=grid.partition_of.__getitem__)
         return self._construct_messages(record, nodes, MessageType.EVALUATE)
 
-    def kept(self, server_round: int, pairs: list[tuple[Message, ClientReply]]) -> list:
-        """The replies the core aggregates (all; FedAvg(S) keeps its seeded subset)."""
-        return pairs
-
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        """The refusals, the guard, the order, the elapsed rounds, ``core.aggregate``; the
-        new model (``None`` when it did not move) and Flower's metrics plus the
-        diagnostics."""
+        """Aggregate the round's replies through the round driver and the core.
+
+        :func:`~fedram_flwr.strategies.round_driver.drive_round`: the refusals, the guard,
+        the order, the kept subset, the elapsed rounds, ``core.aggregate``.
+
+        Parameters
+        ----------
+        server_round : int
+            t, >= 1.
+        replies : iterable of Message
+            The round's replies, error replies included.
+
+        Returns
+        -------
+        tuple of (ArrayRecord or None, MetricRecord or None)
+            The new model (``None`` when it did not move) and Flower's aggregated train
+            metrics plus the core's diagnostics (``None``: none).
+
+        Raises
+        ------
+        ValueError
+            For a reply that breaks the wire contract
+            (:func:`~fedram_flwr.message_api.round_guard.client_reply`).
+        FailedRoundsError
+            After ``max_failed_rounds`` rounds in a row that aggregated nothing because
+            clients failed.
+        """
         valid, errors = self._check_and_log_replies(list(replies), is_train=True)
-        taken, self.failed_rounds = take_replies(
-            self.failed_rounds,
-            type(self).__name__,
+        name = type(self).__name__
+        contract = {
+            "weighted_by_key": self.weighted_by_key,
+            "needs_id": self.needs_partition_id,
+            "required_metrics": self.required_metrics,
+            "broadcast": self.broadcast_arrays(),
+            "layout": self.reply_layout,
+        }
+        result = drive_round(
+            self.core,
+            self.state,
             server_round,
-            valid,
-            errors,
-            self.core.client_count(),
-            self.accept_failures,
+            [received(m) for m in valid],
+            [error_text(m) for m in errors],
+            RoundState(self.failed_rounds, self.last_round),
+            RoundPolicy(self.accept_failures),
+            reply_of=lambda r: client_reply(r.source, name, **contract),
+            strategy=name,
+            chosen_before_training=self.picked_round == server_round,
+            warn=warn,
         )
-        if taken is None:
+        self.failed_rounds, self.last_round = result.rounds.guard, result.rounds.last_round
+        if result.outcome is None:
             return None, None
-        pairs = ordered_replies(
-            taken,
-            type(self).__name__,
-            weighted_by_key=self.weighted_by_key,
-            needs_id=self.needs_partition_id,
-            required_metrics=self.required_metrics,
-            broadcast=self.broadcast_arrays(),
-            layout=self.reply_layout,
-        )
-        pairs = self.kept(server_round, pairs)
-        elapsed, self.last_round = server_round - self.last_round, server_round
-        out = self.core.aggregate(self.state, server_round, [r for _, r in pairs], elapsed)
-        self.state = out.state
+        self.state = result.outcome.state
         metrics = MetricRecord()
-        if pairs:
-            contents = [m.content for m, _ in pairs]
+        if result.kept:
+            contents = [m.content for m, _ in result.kept]
             metrics = self.train_metrics_aggr_fn(contents, self.weighted_by_key)
-        metrics = MetricRecord({**metrics, **metric_values(out.diagnostics)})
-        return (self.model_arrays() if out.aggregated else None), (metrics or None)
+        metrics = MetricRecord({**metrics, **metric_values(result.outcome.diagnostics)})
+        return (self.model_arrays() if result.moved else None), (metrics or None)
 
     # --------------------------------------------------------------- evaluation
     def evaluation_extras(self, server_round: int, evaluate_fn: EvaluateFn) -> dict[str, Any]:
-        """Metrics beside ``evaluate_fn``'s: the core's extras of the state (t, eta)."""
+        """Return the metrics beside ``evaluate_fn``'s: the core's extras of the state (t, eta).
+
+        Parameters
+        ----------
+        server_round : int
+            t, >= 0.
+        evaluate_fn : callable
+            The user's ``evaluate_fn`` (unused here; subclasses may read it).
+
+        Returns
+        -------
+        dict of str to Any
+            ``MetricRecord`` values (:func:`metric_values`).
+        """
         return metric_values(self.core.evaluated(self.broadcast_arrays())[1])
 
     def prepare_start(
         self, initial_arrays: ArrayRecord, evaluate_fn: EvaluateFn | None
     ) -> EvaluateFn | None:
-        """What :meth:`start` does before Flower's loop (an availability wrapper's
-        ``start`` calls it too): the state reset to ``initial_arrays``, and
-        ``evaluate_fn`` with :meth:`evaluation_extras` added to its metrics."""
+        """Do what :meth:`start` does before Flower's loop.
+
+        An availability wrapper's ``start`` calls it too.
+
+        Parameters
+        ----------
+        initial_arrays : ArrayRecord
+            The initial model; the state is reset to it (:meth:`reset`).
+        evaluate_fn : callable or None
+            (round, model) -> ``MetricRecord`` or ``None``.
+
+        Returns
+        -------
+        callable or None
+            ``evaluate_fn`` with :meth:`evaluation_extras` added to its metrics
+            (``None`` without one).
+        """
         self.reset(initial_arrays)
         if evaluate_fn is None:
             return None
@@ -374,8 +535,33 @@ class CoreMessageStrategy(FedAvg):
         evaluate_config: ConfigRecord | None = None,
         evaluate_fn: EvaluateFn | None = None,
     ) -> Result:
-        """Flower's ``start`` from the state of ``initial_arrays``; ``evaluate_fn`` sees
-        the model and its metrics gain :meth:`evaluation_extras`."""
+        """Run Flower's ``start`` from the state of ``initial_arrays``.
+
+        ``evaluate_fn`` sees the model, and its metrics gain :meth:`evaluation_extras`.
+
+        Parameters
+        ----------
+        grid : Grid
+            The grid (or an availability wrapper's view of it).
+        initial_arrays : ArrayRecord
+            The initial model.
+        num_rounds : int
+            Rounds to run, >= 1.
+        timeout : float
+            Seconds a round waits for replies at most, > 0; a node that misses it is
+            absent from the round.
+        train_config : ConfigRecord or None
+            Sent to the trainers each round.
+        evaluate_config : ConfigRecord or None
+            Sent to the evaluators each round.
+        evaluate_fn : callable or None
+            (round, model) -> ``MetricRecord`` or ``None``, the server-side evaluation.
+
+        Returns
+        -------
+        Result
+            Flower's result: the final model (``Result.arrays``) and the metrics.
+        """
         evaluate = self.prepare_start(initial_arrays, evaluate_fn)
         return super().start(
             grid, initial_arrays, num_rounds, timeout, train_config, evaluate_config, evaluate

@@ -1,7 +1,7 @@
-"""The params of RC-FL's rFedFair (``algorithm.name: rfedfair``) and of its two baselines,
-AFL and q-FFL (Flower's QFedAvg), which :data:`~fedram_flwr.registry.algorithms.ALGORITHMS`
-names. Kept apart from ``algorithms.py``, as ``algorithms_fedawe.py`` is, to keep each
-module short."""
+"""What a scenario adds to RC-FL's rFedFair (``algorithm.name: rfedfair``) beyond its
+core's declarations, and the params of q-FFL, which is Flower's own ``QFedAvg`` (no core
+of ours to derive them from): :data:`~fedram_flwr.registry.algorithms.ALGORITHMS` names
+them."""
 
 from __future__ import annotations
 
@@ -11,74 +11,35 @@ from typing import Any
 from flwr.common import NDArrays
 
 from fedram_flwr.config import Scenario, ScenarioError
-from fedram_flwr.registry.specs import AlgorithmParams, Run, client_shares
+from fedram_flwr.registry.params import AlgorithmParams, client_shares
+from fedram_flwr.registry.specs import Run
 from fedram_flwr.schema import check_range
 from fedram_flwr.strategies.rc_fl import check_alpha, per_client
 
 
 @dataclass(frozen=True)
-class RFedFairParams(AlgorithmParams):
-    """rFedFair (RC-FL Alg. 1): alpha_i (one value for every client or one per client,
-    each in [p_i, 1], p_i = m_i / m; checked against the data when the run starts), the
-    smoothing mu of phi_mu (Sec. 4), eta's step size (default: training.lr, Alg. 1's
-    beta for both) and start, and ``clients_per_round`` K for partial participation (K
-    draws with replacement by p_i; default: full participation)."""
-
-    alpha: tuple[float, ...] = (0.5,)
-    mu: float = 0.01
-    lr_eta: float | None = None
-    eta_init: float = 0.0
-    clients_per_round: int | None = None
+class RFedFairChecks(AlgorithmParams):
+    """What the scenario adds to rFedFair's declarations: its alpha checked against the
+    data (one value or one per client, each in [p_i, 1], p_i = m_i / m) when the
+    scenario loads and when the run starts, before any training."""
 
     def check(self, scenario: Scenario) -> None:
         n = scenario.data.num_clients
-        if len(self.alpha) not in (1, n):
+        alpha = getattr(self, "alpha")
+        if len(alpha) not in (1, n):
             raise ScenarioError(
-                f"algorithm.params.alpha: give one value or one per client ({n}), "
-                f"got {len(self.alpha)}"
+                f"algorithm.params.alpha: give one value or one per client ({n}), got {len(alpha)}"
             )
-        for i, a in enumerate(self.alpha):
-            check_range(f"algorithm.params.alpha[{i}]", a, 0.0, 1.0, lo_open=True)
-        check_range("algorithm.params.mu", self.mu, 0.0, None, lo_open=True)
-        if self.lr_eta is not None:
-            check_range("algorithm.params.lr_eta", self.lr_eta, 0.0, None)
-        if self.clients_per_round is not None:
-            check_range("algorithm.params.clients_per_round", self.clients_per_round, 1, None)
+        super().check(scenario)
 
-    def strategy_kwargs(self, run: Run, initial: NDArrays) -> dict[str, Any]:
+    def core_kwargs(self, run: Run) -> dict[str, Any]:
         shares = client_shares(run)
-        alpha = per_client(self.alpha, shares.size, "algorithm.params.alpha")
+        alpha = per_client(getattr(self, "alpha"), shares.size, "algorithm.params.alpha")
         try:  # fail before training, naming the field
             check_alpha(alpha, shares, "algorithm.params.alpha")
         except ValueError as err:
             raise ScenarioError(str(err)) from None
-        lr = run.scenario.training.lr
-        return {
-            "initial_arrays": initial,
-            "alpha": self.alpha,
-            "mu": self.mu,
-            "lr_eta": lr if self.lr_eta is None else self.lr_eta,
-            "eta_init": self.eta_init,
-            "clients_per_round": self.clients_per_round,
-            "seed": run.seed,
-        }
-
-
-@dataclass(frozen=True)
-class AFLParams(AlgorithmParams):
-    """AFL (Mohri et al. 2019): gamma_lambda, the ascent step on the mixture weights."""
-
-    lr_lambda: float = 0.01
-
-    def check(self, scenario: Scenario) -> None:
-        check_range("algorithm.params.lr_lambda", self.lr_lambda, 0.0, None)
-
-    def strategy_kwargs(self, run: Run, initial: NDArrays) -> dict[str, Any]:
-        return {
-            "initial_arrays": initial,
-            "num_clients": run.scenario.data.num_clients,
-            "lr_lambda": self.lr_lambda,
-        }
+        return super().core_kwargs(run)
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,10 @@
 """Checks the oracles' params share (:mod:`fedram_flwr.registry.oracles`,
-:mod:`fedram_flwr.registry.nonstationary`): each raises a ScenarioError naming the field."""
+:mod:`fedram_flwr.registry.nonstationary`), and the tables' lookup: each raises a
+ScenarioError naming the field."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from fedram_flwr.config import ScenarioError
@@ -30,3 +31,11 @@ def check_ids(field: str, values: tuple[int, ...] | None, n: int, what: str) -> 
         raise ScenarioError(
             f"{field}[{bad[0]}]: {values[bad[0]]} is not {what}; allowed values: 0..{n - 1}"
         )
+
+
+def lookup(table: Mapping[str, Any], name: str, field: str) -> Any:
+    if name not in table:
+        raise ScenarioError(
+            f"{field}: unknown name {name!r}; allowed values: {', '.join(sorted(table))}"
+        )
+    return table[name]

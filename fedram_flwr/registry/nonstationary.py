@@ -23,7 +23,7 @@ from fedram_flwr.availability.nonstationary import (
 from fedram_flwr.config import Scenario, ScenarioError
 from fedram_flwr.registry.checks import check_length
 from fedram_flwr.registry.labels import check_label_rule, label_p
-from fedram_flwr.registry.specs import OracleParams
+from fedram_flwr.registry.oracle_spec import OracleParams
 from fedram_flwr.schema import check_range
 
 

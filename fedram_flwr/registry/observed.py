@@ -19,7 +19,7 @@ from fedram_flwr.availability import (
 )
 from fedram_flwr.config import Scenario, ScenarioError
 from fedram_flwr.registry.checks import as_scenario_error, check_length
-from fedram_flwr.registry.specs import OracleParams
+from fedram_flwr.registry.oracle_spec import OracleParams
 from fedram_flwr.schema import check_range
 
 

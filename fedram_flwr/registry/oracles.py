@@ -18,6 +18,7 @@ from fedram_flwr.availability import (
     BernoulliClientManager,
     CyclicClientManager,
     MarkovClientManager,
+    MinSeparationClientManager,
     OracleClientManager,
     RandomAccessClientManager,
     ca_fed_cluster_law,
@@ -26,11 +27,13 @@ from fedram_flwr.availability import (
     contiguous_clusters,
     evenly_spread_phases,
     fedar_spread,
+    group_phases,
     label_permutation,
     ram_probabilities,
 )
+from fedram_flwr.availability.separation import check_separation_law
 from fedram_flwr.config import Scenario, ScenarioError
-from fedram_flwr.registry.checks import as_scenario_error, check_ids, check_length
+from fedram_flwr.registry.checks import as_scenario_error, check_ids, check_length, lookup
 from fedram_flwr.registry.labels import check_label_rule, label_p
 from fedram_flwr.registry.nonstationary import (
     NonStationaryParams,
@@ -43,9 +46,9 @@ from fedram_flwr.registry.observed import (
     build_connected,
     build_trace,
 )
-from fedram_flwr.registry.specs import Hidden, OracleParams, OracleSpec
+from fedram_flwr.registry.oracle_spec import Hidden, OracleParams, OracleSpec
 from fedram_flwr.rng import stream
-from fedram_flwr.schema import check_range
+from fedram_flwr.schema import build_dataclass, check_range
 
 
 def _label_perm(scenario: Scenario, label_correlated: bool, pi: np.ndarray) -> np.ndarray:
@@ -270,16 +273,28 @@ def build_clustered(params: ClusteredParams, scenario: Scenario, seed: int) -> O
 @dataclass(frozen=True)
 class CyclicParams(OracleParams):
     """Client k is active ``window`` consecutive rounds of every ``period``, from round
-    phase_k + 1 on; ``phase`` (one per client) defaults to evenly spread starts."""
+    phase_k + 1 on; ``phase`` (one per client) defaults to evenly spread starts, or with
+    ``groups`` G to G contiguous blocks of ids taking turns (block g from round
+    g P / G + 1). ``clients_per_round``: relay m of the active clients, drawn uniformly
+    (default: all). Crawshaw and Liu's periodic participation (NeurIPS 2024, their
+    FashionMNIST run) is period 20, window 4, groups 5, clients_per_round 10 of 250."""
 
     period: int = 10
     window: int = 5
     phase: tuple[int, ...] | None = None
+    groups: int | None = None
+    clients_per_round: int | None = None
 
     def check(self, scenario: Scenario) -> None:
         check_range("availability.params.period", self.period, 1, None)
         check_range("availability.params.window", self.window, 1, self.period)
         k = scenario.data.num_clients
+        if self.clients_per_round is not None:
+            check_range("availability.params.clients_per_round", self.clients_per_round, 1, k)
+        if self.groups is not None:
+            check_range("availability.params.groups", self.groups, 1, k)
+            if self.phase is not None:
+                raise ScenarioError("availability.params: give phase or groups, not both")
         check_length("availability.params.phase", self.phase, k, "data.num_clients")
         bad = [i for i, v in enumerate(self.phase or ()) if not 0 <= v < self.period]
         if bad:
@@ -291,8 +306,57 @@ class CyclicParams(OracleParams):
 
 def build_cyclic(params: CyclicParams, scenario: Scenario, seed: int) -> OracleClientManager:
     k = scenario.data.num_clients
-    phase = evenly_spread_phases(k, params.period) if params.phase is None else params.phase
-    return CyclicClientManager(phase, params.period, params.window, seed)
+    if params.phase is not None:
+        phase: Any = params.phase
+    elif params.groups is not None:
+        phase = group_phases(k, params.period, params.groups)
+    else:
+        phase = evenly_spread_phases(k, params.period)
+    return CyclicClientManager(
+        phase, params.period, params.window, seed, clients_per_round=params.clients_per_round
+    )
+
+
+# ----------------------------------------------------------- min-separation
+@dataclass(frozen=True)
+class MinSeparationParams(OracleParams):
+    """Minimum-separation participation (Sun et al., ICLR 2025, Sec. 3): each round
+    ``clients_per_round`` (m) clients among those that did not participate in the last
+    ``separation`` (R) rounds, drawn proportionally to their weights ``q`` (one per
+    client; default spread evenly from 1 down to ``q_min``: the paper's values are not
+    public). Needs (R + 1) m <= data.num_clients; equality is the paper's cyclic case."""
+
+    separation: int = 1
+    clients_per_round: int = 1
+    q: tuple[float, ...] | None = None
+    q_min: float = 0.1
+
+    def check(self, scenario: Scenario) -> None:
+        k = scenario.data.num_clients
+        check_range("availability.params.clients_per_round", self.clients_per_round, 1, k)
+        check_range("availability.params.q_min", self.q_min, 0.0, 1.0, lo_open=True)
+        hi = k // self.clients_per_round - 1
+        check_range("availability.params.separation", self.separation, 0, hi)
+        check_length("availability.params.q", self.q, k, "data.num_clients")
+        as_scenario_error(
+            check_separation_law, self.weights(scenario), self.clients_per_round, self.separation
+        )
+
+    def weights(self, scenario: Scenario) -> np.ndarray:
+        """Each client's q_i."""
+        k = scenario.data.num_clients
+        return fedar_spread(k, self.q_min) if self.q is None else np.asarray(self.q, dtype=float)
+
+
+def build_min_separation(
+    params: MinSeparationParams, scenario: Scenario, seed: int
+) -> OracleClientManager:
+    return MinSeparationClientManager(
+        params.weights(scenario),
+        seed,
+        clients_per_round=params.clients_per_round,
+        separation=params.separation,
+    )
 
 
 # ------------------------------------------------------------------ the table
@@ -306,6 +370,7 @@ ORACLES: dict[str, OracleSpec[Any]] = {
         OracleSpec("markov", MarkovParams, build_markov, hidden=MARKOV),
         OracleSpec("clustered", ClusteredParams, build_clustered, hidden=MARKOV),
         OracleSpec("cyclic", CyclicParams, build_cyclic),
+        OracleSpec("min-separation", MinSeparationParams, build_min_separation),
         OracleSpec("trace", TraceParams, build_trace),
         OracleSpec(
             "nonstationary",
@@ -316,3 +381,15 @@ ORACLES: dict[str, OracleSpec[Any]] = {
         OracleSpec("connected", ConnectedParams, build_connected),
     )
 }
+
+
+def oracle_spec(scenario: Scenario) -> OracleSpec[Any]:
+    """The spec ``availability.oracle`` names."""
+    return lookup(ORACLES, scenario.availability.oracle, "availability.oracle")
+
+
+def oracle_params(scenario: Scenario) -> OracleParams:
+    """``availability.params`` as its oracle's params dataclass (keys and types
+    checked; :func:`~fedram_flwr.registry.validate.validate` runs its ``check``)."""
+    spec = oracle_spec(scenario)
+    return build_dataclass(spec.params, scenario.availability.params, "availability.params.")

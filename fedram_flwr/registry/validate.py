@@ -17,23 +17,20 @@ from typing import Any
 from fedram_flwr.config import (
     Scenario,
     ScenarioError,
-    apply_overrides,
     parse_scenario,
-    read_scenario_file,
+    parse_scenario_file,
+    parse_with_overrides,
 )
-from fedram_flwr.registry.algorithms import ALGORITHMS
-from fedram_flwr.registry.oracles import ORACLES
-from fedram_flwr.registry.specs import AlgorithmParams, AlgorithmSpec, OracleParams, OracleSpec
+from fedram_flwr.registry.algorithms import ALGORITHMS, ASYNC_ALGORITHMS
+from fedram_flwr.registry.checks import lookup
+from fedram_flwr.registry.oracles import ORACLES, oracle_params, oracle_spec
+from fedram_flwr.registry.specs import AlgorithmParams, AlgorithmSpec, AsyncAlgorithmSpec
 from fedram_flwr.schema import build_dataclass
 
 
 def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a scenario YAML file; errors name the file and the field."""
-    raw = read_scenario_file(path)
-    try:
-        return scenario_from_dict(raw)
-    except ScenarioError as err:
-        raise ScenarioError(f"{path}: {err}") from None
+    return parse_scenario_file(path, validate)
 
 
 def scenario_from_dict(raw: Mapping[str, Any]) -> Scenario:
@@ -44,7 +41,7 @@ def scenario_from_dict(raw: Mapping[str, Any]) -> Scenario:
 def with_overrides(scenario: Scenario, overrides: Mapping[str, Any]) -> Scenario:
     """A validated copy of ``scenario`` with dotted-path overrides
     (``algorithm.params.alpha``, or its short form ``algorithm.alpha``)."""
-    return scenario_from_dict(apply_overrides(scenario.to_dict(), overrides))
+    return parse_with_overrides(scenario, overrides, validate)
 
 
 def validate(scenario: Scenario) -> Scenario:
@@ -77,29 +74,15 @@ def _validate_one(scenario: Scenario) -> None:
 
 
 # ------------------------------------------------------------------ lookups
-def _lookup(table: Mapping[str, Any], name: str, field: str) -> Any:
-    if name not in table:
-        raise ScenarioError(
-            f"{field}: unknown name {name!r}; allowed values: {', '.join(sorted(table))}"
-        )
-    return table[name]
+def algorithm_spec(scenario: Scenario) -> AlgorithmSpec[Any] | AsyncAlgorithmSpec[Any]:
+    """The spec ``algorithm.name`` names (a synchronous or an asynchronous one)."""
+    table = {**ALGORITHMS, **ASYNC_ALGORITHMS}
+    return lookup(table, scenario.algorithm.name, "algorithm.name")
 
 
-def oracle_spec(scenario: Scenario) -> OracleSpec[Any]:
-    """The spec ``availability.oracle`` names."""
-    return _lookup(ORACLES, scenario.availability.oracle, "availability.oracle")
-
-
-def algorithm_spec(scenario: Scenario) -> AlgorithmSpec[Any]:
-    """The spec ``algorithm.name`` names."""
-    return _lookup(ALGORITHMS, scenario.algorithm.name, "algorithm.name")
-
-
-def oracle_params(scenario: Scenario) -> OracleParams:
-    """``availability.params`` as its oracle's params dataclass (keys and types
-    checked; :func:`validate` runs its ``check``)."""
-    spec = oracle_spec(scenario)
-    return build_dataclass(spec.params, scenario.availability.params, "availability.params.")
+def is_asynchronous(scenario: Scenario) -> bool:
+    """Whether ``algorithm.name`` is an asynchronous algorithm (in-process only)."""
+    return scenario.algorithm.name in ASYNC_ALGORITHMS
 
 
 def algorithm_params(scenario: Scenario) -> AlgorithmParams:

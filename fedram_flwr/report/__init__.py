@@ -2,12 +2,14 @@
 figures: ``report.md`` and PNGs beside it. The folder is read once into a
 :class:`RunSet`; :mod:`.tables`, :mod:`.last_rounds` (FedAWE's Table 2, added when runs
 have ``availability.params.dynamics``), :mod:`.rate_grid` (learning rates chosen per
-algorithm, added for a sweep of them) and :mod:`.figures` work on it."""
+algorithm, added for a sweep of them), :mod:`.clock` (time to a target accuracy, accuracy
+against simulated hours) and :mod:`.figures` work on it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from fedram_flwr.report.clock import time_section
 from fedram_flwr.report.figures import (
     group_weights,
     plot_boundaries,
@@ -48,8 +50,10 @@ def damaged_section(damaged: list[tuple[str, str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_report(root: str | Path) -> Path:
-    """``report.md`` plus comparison figures in ``root``; returns the report path."""
+def write_report(root: str | Path, target_accuracy: float | None = None) -> Path:
+    """``report.md`` plus comparison figures in ``root``; returns the report path.
+    ``target_accuracy`` (in [0, 1]): a table of the rounds and simulated hours each
+    variant takes to reach it (:mod:`.clock`)."""
     root = Path(root)
     rs = RunSet.load(root)
     runs = rs.finals()
@@ -101,6 +105,7 @@ def write_report(root: str | Path) -> Path:
             plot_client_test_accuracy(rs, root / "client_test_accuracy.png")
             text += ["![per-client test accuracy](client_test_accuracy.png)\n"]
     plot_curves(rs, root / "curves.png")
+    text += time_section(rs, root, target_accuracy)
     plot_boundaries(rs, root / "decision_boundaries.png")
     weights, groups = group_weights(rs)
     if weights:

@@ -12,23 +12,25 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fedram_flwr.availability import laws
+from fedram_flwr.availability import laws, markov
 from fedram_flwr.availability.laws import (
     HiddenLaw,
+    connected_sample,
+    cyclic_active,
+    evenly_spread_phases,
+    ram_probabilities,
+    ram_relay,
+)
+from fedram_flwr.availability.markov import (
     MarkovChains,
     ca_fed_markov_law,
     check_markov_law,
-    connected_sample,
     contiguous_clusters,
-    cyclic_active,
-    evenly_spread_phases,
     fedar_spread,
     label_permutation,
     markov_activation,
     markov_lambda_min,
     markov_step,
-    ram_probabilities,
-    ram_relay,
 )
 from tests.helpers import MARKOV_LAM, MARKOV_PI
 
@@ -291,9 +293,11 @@ def test_hidden_law_defaults_to_no_lambda() -> None:
     assert law.lam is None and law.pi.tolist() == [0.5]
 
 
-def test_laws_import_numpy_and_the_named_streams_only() -> None:
-    """The laws stay Flower-agnostic: every import of laws.py, function-level included."""
-    tree = ast.parse(Path(laws.__file__).read_text())
+@pytest.mark.parametrize("module", [laws, markov], ids=lambda m: m.__name__)
+def test_laws_import_numpy_and_the_named_streams_only(module: object) -> None:
+    """The laws stay Flower-agnostic: every import of laws.py and markov.py, function-level
+    included (laws.py may use markov.py's pure helpers)."""
+    tree = ast.parse(Path(module.__file__).read_text())
     imported = {
         alias.name if isinstance(node, ast.Import) else node.module
         for node in ast.walk(tree)
@@ -301,4 +305,5 @@ def test_laws_import_numpy_and_the_named_streams_only() -> None:
         for alias in node.names
     }
     allowed = {"__future__", "collections.abc", "dataclasses", "numpy", "fedram_flwr.rng"}
+    allowed.add("fedram_flwr.availability.markov")  # the sibling pure module, numpy only
     assert imported <= allowed, imported - allowed

@@ -47,7 +47,9 @@ def test_manager_rejects_duplicate_partition_ids() -> None:
     manager = RandomAccessClientManager([0.5, 0.5], seed=0, wait_timeout=5)
     for cid in ("a", "b"):
         manager.register(InProcessClientProxy(cid, client_fn, node_context(0, 2, {})))
-    with pytest.raises(AvailabilityError, match="partition id 0"):
+    with pytest.raises(
+        AvailabilityError, match="client a and client b both report partition-id = 0"
+    ):
         manager.sample(1)
 
 

@@ -19,13 +19,14 @@ from fedram_flwr.clients import (
     RCFLClient,
     ScaffoldClient,
     evaluate,
+    train_amplified_scaffold,
     train_ca_fed,
     train_cvar,
     train_erm,
     train_rcfl,
     train_scaffold,
 )
-from fedram_flwr.clients.message import objective_for
+from fedram_flwr.clients.message import OBJECTIVES, objective_for, objective_of
 from fedram_flwr.models import build_model, get_weights
 from fedram_flwr.protocol import (
     LOCAL_OPTIMUM,
@@ -36,6 +37,7 @@ from fedram_flwr.protocol import (
     join_model_control,
     join_theta_t,
 )
+from fedram_flwr.registry import ALGORITHMS
 from tests.helpers import instruction_message, node_with
 
 PID, SEED, LR = 3, 11, 0.05
@@ -131,6 +133,19 @@ def test_block_returns_the_legacy_clients_fit_bit_for_bit(case, training) -> Non
     assert reply.metadata.reply_to_message_id == msg.metadata.message_id
     assert_same_fit(reply, fit)
     assert objective_for(cls) is block
+
+
+def test_a_node_finds_its_objective_by_the_algorithm_name() -> None:
+    """``objective_of`` (what the project's ClientApp reads instead of the registry): an
+    objective's ``algorithms`` are registered names, each named once; the rest train
+    plain local SGD."""
+    named = [name for objective in OBJECTIVES for name in objective.algorithms]
+    assert sorted(named) == sorted(set(named)) and set(named) <= set(ALGORITHMS)
+    expected = {"fed-cvar-avg": train_cvar, "rfedfair": train_rcfl, "scaffold": train_scaffold}
+    expected |= {"amplified-scaffold": train_amplified_scaffold}
+    expected |= {"ca-fed": train_ca_fed, "afl": train_ca_fed, "qffl": train_ca_fed}
+    for name in ALGORITHMS:
+        assert objective_of(name) is expected.get(name, train_erm), name
 
 
 def test_scaffold_control_variate_lives_in_context_state_across_calls() -> None:

@@ -13,6 +13,9 @@ engine could break:
   round, so SCAFFOLD's c_i in ``Context.state`` is read back; FedAR's cut-off drops stale
   updates; ``fedar-empty``: a trace with empty rounds, where FedAR steps from memory;
 - ``fedawe``: each node gets its own model (the server's copy from its last round);
+- ``amplified-scaffold`` under the same Bernoulli law with period 2: client 0 pools its
+  D_i over rounds 1-2 in ``Context.state`` and adopts it in round 3 (the period's key);
+  ``debiasing-fedavg``: minimum-separation participation (R = 1), weights 1 / pi_hat;
 - ``rfedfair``: K=2 draws by p_i among the available nodes (only the drawn train), with
   per-client alpha and the fairness metrics on every client's test set.
 
@@ -67,6 +70,11 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any] | str]] = {
     "fedar-empty": (FEDAR, TRACE),
     "scaffold": ({"name": "scaffold", "params": {}}, BERNOULLI),
     "fedawe": ({"name": "fedawe", "params": {"server_lr": 1.5}}, BERNOULLI),
+    "amplified-scaffold": ({"name": "amplified-scaffold", "params": {"period": 2}}, BERNOULLI),
+    "debiasing-fedavg": (
+        {"name": "debiasing-fedavg", "params": {}},
+        {"oracle": "min-separation", "params": {"separation": 1}},
+    ),
     "rfedfair": (
         {
             "name": "rfedfair",

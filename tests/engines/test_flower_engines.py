@@ -44,12 +44,13 @@ DEPLOYMENT_CASES = (
     "ca-fed",
     "fedar",
     "scaffold",
+    "amplified-scaffold",
     "fedawe",
     "rfedfair",
 )
 """Every algorithm on the Deployment Engine through the Message API (the baselines that
-differ from them only in server-side weights, ``unbiased`` and ``fedar-empty``, run on
-the Simulation Engine)."""
+differ from them only in server-side weights, ``unbiased``, ``fedar-empty`` and
+``debiasing-fedavg``, run on the Simulation Engine)."""
 FIRST_TIER = {("simulation", "message"), ("simulation", "legacy"), ("deployment", "message")}
 
 

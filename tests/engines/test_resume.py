@@ -39,8 +39,12 @@ def tiny(algorithm: str, pi: tuple[float, ...] = (0.9, 0.9, 0.5, 0.5, 0.2, 0.2))
     return raw
 
 
-# rFedFair: alpha_i >= p_i (one client holds 75% of the samples), K = 3 draws a round
-PARAMS = {"rfedfair": {"alpha": [1.0], "clients_per_round": 3}}
+# rFedFair: alpha_i >= p_i (one client holds 75% of the samples), K = 3 draws a round;
+# Amplified SCAFFOLD: periods of 3 rounds, so one closes on each side of a checkpoint
+PARAMS = {
+    "rfedfair": {"alpha": [1.0], "clients_per_round": 3},
+    "amplified-scaffold": {"period": 3},
+}
 
 
 # algorithm -> (scenario, killed right "before"/"after" writing round r's checkpoint)

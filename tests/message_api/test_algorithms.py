@@ -235,7 +235,7 @@ def test_qffl_names_a_missing_loss() -> None:
 
 
 def test_rfedfair_names_a_node_that_does_not_answer_the_properties_query() -> None:
-    strategy = message_api.RFedFair(alpha=0.5, query_timeout=1.0)
+    strategy = message_api.RFedFair(alpha=0.5, lr_eta=0.01, query_timeout=1.0)
     grid = StubGrid({101: properties, 202: lambda message: None})
     with pytest.raises(RuntimeError, match=r"RFedFair: node\(s\) \[202\] gave no 'partition-id'"):
         strategy.configure_train(1, ArrayRecord(MODEL), ConfigRecord(), grid)

@@ -397,7 +397,7 @@ def test_the_projects_strategies_send_only_to_the_nodes_they_select() -> None:
     )
     strategies = {
         "fedavg-s": message_api.FedAvgSampled(num_clients=K, lr=0.1, max_clients=2, seed=3),
-        "rfedfair": message_api.RFedFair(alpha=0.5, clients_per_round=2, seed=3),
+        "rfedfair": message_api.RFedFair(alpha=0.5, clients_per_round=2, seed=3, lr_eta=0.01),
     }
     for name, strategy in strategies.items():
         grid = StubGrid(

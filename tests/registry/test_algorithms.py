@@ -19,10 +19,10 @@ from flwr.common.logger import FLOWER_LOGGER
 from fedram_flwr.engines import InProcessClientProxy, node_context
 from fedram_flwr.engines.server import StrategyEveryRound
 from fedram_flwr.experiment import Experiment
-from fedram_flwr.message_api.strategy import MODEL_BOUND
 from fedram_flwr.models import get_weights
 from fedram_flwr.registry import ALGORITHMS, ORACLES, algorithm_params, scenario_from_dict
 from fedram_flwr.registry.specs import AlgorithmSpec, OracleSpec
+from fedram_flwr.strategies.hyper import MODEL_BOUND
 from tests.helpers import TINY_GAUSSIAN, scenario_error
 
 # The few oracle params the tiny scenario (K = 3 clients) needs beyond each default.
@@ -31,6 +31,7 @@ TINY_ORACLE_PARAMS: dict[str, dict[str, Any]] = {
     "clustered": {"num_clusters": 3},
     "trace": {"path": "trace.csv"},  # written by the test, relative to tmp_path
     "nonstationary": {"p": [1.0, 0.5, 0.2], "dynamics": "stationary"},  # client 0 always in
+    "min-separation": {"separation": 0, "clients_per_round": 2},  # pi >= 1/2 for someone
 }
 
 

@@ -53,8 +53,9 @@ def make(cls, num_clients: int = 4, lr: float = 0.5, w0: float = 1.0, **kwargs):
     return cls(initial_arrays=arrays(np.full(DIM, w0)), num_clients=num_clients, lr=lr, **kwargs)
 
 
-def fedar(num_clients: int = 4, rho: float = 0.1, g=lambda t: 1e9, **kwargs) -> FedAR:
-    return make(FedAR, num_clients, rho=rho, g=g, **kwargs)
+def fedar(num_clients: int = 4, rho: float = 0.1, **kwargs) -> FedAR:
+    """FedAR over ``num_clients``; without ``t0``, g(t) = 1e9 + t / 4: nothing is cut."""
+    return make(FedAR, num_clients, rho=rho, **{"t0": 1e9, **kwargs})
 
 
 # ----------------------------------------------------------------- eq. (5), (6)
@@ -100,9 +101,9 @@ def test_direction_counts_only_seen_contributing_clients() -> None:
 def test_fedar_rounds_by_hand() -> None:
     """Round 1: only client 0 answers, so N_1 = 1 and w_2 is its model. Round 2: client 1
     answers, client 0 is one round stale (psi = 2^rho). Round 4 (round 3 skipped):
-    client 0 is 3 rounds old, at g = 3 it drops out."""
+    client 0 is 3 rounds old, at g(4) = 2 + 4 / 4 = 3 it drops out (g(2) = 2.5)."""
     eta, rho = 0.5, 0.1
-    s = fedar(rho=rho, lr=eta, g=lambda t: 3.0)
+    s = fedar(rho=rho, lr=eta, g="convex", t0=2.0, b=4.0)
     w1 = np.ones(DIM, np.float32)
     m0 = w1 - 0.2 * np.arange(DIM, dtype=np.float32)
     params, metrics = s.aggregate_fit(1, [fit_res(0, m0)], [])
@@ -151,7 +152,7 @@ def test_a_round_allocates_vectors_not_the_memory(cls) -> None:
     """N x d = 200 x 5000 float32 (4 MB): a round with two clients allocates a few
     d-vectors (20-40 kB each), never an N x d temporary."""
     n, d = 200, 5000
-    kwargs = {"rho": 0.1, "g": lambda t: 1e9} if cls is FedAR else {}
+    kwargs = {"rho": 0.1, "t0": 1e9} if cls is FedAR else {}
     s = cls(initial_arrays=[np.zeros(d, np.float32)], num_clients=n, lr=0.1, **kwargs)
     results = [
         (

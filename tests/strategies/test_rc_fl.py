@@ -129,7 +129,9 @@ def manager_with(sizes: list[int]) -> SimpleClientManager:
 
 def test_rfedfair_full_participation_is_the_p_weighted_average() -> None:
     sizes = [10, 30, 60]
-    s = RFedFair(initial_arrays=[np.zeros(2, np.float32)], alpha=[0.5, 0.5, 0.6], mu=0.1)
+    s = RFedFair(
+        initial_arrays=[np.zeros(2, np.float32)], alpha=[0.5, 0.5, 0.6], mu=0.1, lr_eta=0.01
+    )
     params = s.initialize_parameters(manager_with(sizes))
     ins = s.configure_fit(1, params, manager_with(sizes))
     configs = sorted((i.config["rcfl-alpha"], i.config["rcfl-p"]) for _, i in ins)
@@ -147,7 +149,13 @@ def test_rfedfair_full_participation_is_the_p_weighted_average() -> None:
 
 def test_rfedfair_partial_participation_counts_repeated_draws() -> None:
     sizes = [10, 30, 60]
-    s = RFedFair(initial_arrays=[np.zeros(1, np.float32)], alpha=0.6, clients_per_round=4, seed=5)
+    s = RFedFair(
+        initial_arrays=[np.zeros(1, np.float32)],
+        alpha=0.6,
+        clients_per_round=4,
+        seed=5,
+        lr_eta=0.01,
+    )
     params = s.initialize_parameters(None)
     ins = s.configure_fit(3, params, manager_with(sizes))
     drawn = draw_with_replacement(np.array(sizes, float), 4, 5, 3)
@@ -158,7 +166,7 @@ def test_rfedfair_partial_participation_counts_repeated_draws() -> None:
 
 
 def test_rfedfair_refuses_alpha_below_p() -> None:
-    s = RFedFair(initial_arrays=[np.zeros(1, np.float32)], alpha=[0.5, 0.5, 0.5])
+    s = RFedFair(initial_arrays=[np.zeros(1, np.float32)], alpha=[0.5, 0.5, 0.5], lr_eta=0.01)
     with pytest.raises(ValueError, match="client 2: 0.5 not in"):
         s.configure_fit(1, s.initialize_parameters(None), manager_with([10, 30, 60]))
 

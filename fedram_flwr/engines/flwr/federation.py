@@ -160,8 +160,7 @@ class Federation:
             return f"Simulation Engine on flwr {LINE.version}, {ray}"
         security = "TLS" if self.tls else "insecure"
         return (
-            f"Deployment Engine on {LINE.describe()} ({security}), "
-            f"{self.num_supernodes} SuperNodes"
+            f"Deployment Engine on {LINE.describe()} ({security}), {self.num_supernodes} SuperNodes"
         )
 
     @property

@@ -1,0 +1,158 @@
+"""FedBuff in-process: the asynchronous event loop over the project's clients.
+
+:func:`serve_fedbuff` runs :func:`~fedram_flwr.strategies.fedbuff_loop.run_fedbuff`
+(Flower-free) with what the scenario gives:
+
+- **training**: each client is the scenario's legacy NumPyClient
+  (:meth:`~fedram_flwr.experiment.Experiment.client`, the ERM client for ``fedbuff``),
+  its ``fit`` called on the model version it downloaded with the config ``server-round``
+  = that version + 1, its ``Context.state`` kept per partition as the in-process engine
+  keeps it;
+- **who is available at t**: the scenario's ``time.availability`` law
+  (:func:`~fedram_flwr.availability.timed.clock_availability`), or, without a ``time``
+  section, the ``availability`` oracle with one round per tick
+  (:class:`~fedram_flwr.availability.timed.RoundTicks`);
+- **how long a client takes**: FedScale's completion time of one task on its device
+  (``time.speeds``, :func:`~fedram_flwr.clock.start_round`: the client's local steps,
+  the model both ways), or one tick (:data:`~fedram_flwr.clock.TICK_SECONDS`) per task
+  without a ``time`` section.
+
+One server step is one row of ``metrics.jsonl``: ``round`` is the model version made,
+``sim-seconds`` the simulated time, ``relayed`` the buffered clients (sorted),
+``buffer-clients`` / ``staleness`` / ``staleness-weights`` the updates in arrival
+order; the server's evaluation as every engine's (``eval_every``, version 0 included).
+``rounds`` in the scenario counts server steps. No checkpoint is written. The run is
+recorded as ``engine: in-process``, ``api: legacy`` (its clients are the legacy
+NumPyClients, called directly).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+from flwr.common import RecordDict
+
+from fedram_flwr.availability.timed import RoundTicks, clock_availability
+from fedram_flwr.clock import TICK_SECONDS, SimulatedClock, Task, model_size_kbit, start_round
+from fedram_flwr.clock.scenario import scenario_speeds
+from fedram_flwr.config import Scenario
+from fedram_flwr.engines.in_process import (
+    quiet_single_threaded,
+    recorder_settings,
+    run_in_process,
+)
+from fedram_flwr.experiment import Experiment
+from fedram_flwr.models import get_weights
+from fedram_flwr.outputs import RoundRecorder, RunDirectory
+from fedram_flwr.protocol import SERVER_ROUND, Arrays
+from fedram_flwr.registry import algorithm_params, algorithm_spec
+from fedram_flwr.strategies.fedbuff import FedBuffCore
+from fedram_flwr.strategies.fedbuff_loop import LoopState, StepRecord, run_fedbuff
+from fedram_flwr.training import num_local_steps
+
+
+def fedbuff_core(exp: Experiment) -> FedBuffCore:
+    """The scenario's FedBuff core (its ``algorithm.params`` and what the run gives)."""
+    return algorithm_spec(exp.scenario).build_core(algorithm_params(exp.scenario), exp)
+
+
+def available_at(exp: Experiment) -> Callable[[float], np.ndarray]:
+    """Who is available at simulated time t (``time.availability``, or the oracle per tick)."""
+    s = exp.scenario
+    oracle = exp.client_manager()
+    if s.time is None:
+        law = RoundTicks(oracle)
+    else:
+        law = clock_availability(s.time.availability, s.data.num_clients, exp.seed, oracle)
+    return lambda t: np.asarray(law.available_at(t), dtype=int)
+
+
+def durations(exp: Experiment, initial: Arrays) -> Callable[[np.ndarray, float], np.ndarray]:
+    """Seconds a client started at t takes: FedScale's completion time, or one tick."""
+    s = exp.scenario
+    if s.time is None:
+        return lambda ids, t: np.full(len(ids), TICK_SECONDS)
+    t_cfg = s.training
+    speeds = scenario_speeds(s.time.speeds, s.data.num_clients, exp.seed)
+    steps = tuple(
+        num_local_steps(
+            len(y), t_cfg.batch_size, t_cfg.local_epochs, t_cfg.local_steps, t_cfg.drop_last
+        )
+        for y in exp.data.client_y
+    )
+    kbit = model_size_kbit(sum(np.asarray(a).nbytes for a in initial))
+    task = Task(t_cfg.batch_size, steps, kbit, kbit)
+
+    def seconds(ids: np.ndarray, t: float) -> np.ndarray:
+        return start_round(SimulatedClock(exp.seed, now=t), speeds, ids, task).cost.total
+
+    return seconds
+
+
+def serve_fedbuff(exp: Experiment, out: RunDirectory, label: str) -> None:
+    """Run FedBuff for ``rounds`` server steps, recording each step in ``out``."""
+    s = exp.scenario
+    core = fedbuff_core(exp)
+    initial = get_weights(exp.new_model())
+    states = {pid: RecordDict() for pid in range(s.data.num_clients)}
+    evaluate = exp.evaluate_fn()
+    recorder = RoundRecorder(out, **recorder_settings(exp, label))
+
+    def train(pid: int, arrays: Arrays, version: int) -> Arrays:
+        client = exp.client(pid, states[pid])
+        returned, _, _ = client.fit(list(arrays), {SERVER_ROUND: version + 1})
+        return returned
+
+    def on_step(record: StepRecord, loop: LoopState) -> None:
+        model = loop.server.arrays
+        recorder.record_fit(record.version, sorted(record.clients), 0, {}, {}, True)
+        recorder.record_extra(
+            {
+                "sim-seconds": record.time,
+                "buffer-clients": list(record.clients),
+                "staleness": list(record.staleness),
+                "staleness-weights": list(record.weights),
+            }
+        )
+        recorder.record_round(record.version, evaluate(record.version, model, {}), lambda: model)
+
+    with quiet_single_threaded():
+        recorder.record_round(0, evaluate(0, initial, {}), lambda: initial)
+        run_fedbuff(
+            core,
+            initial,
+            steps=s.rounds,
+            available_at=available_at(exp),
+            durations=durations(exp, initial),
+            train=train,
+            seed=exp.seed,
+            on_step=on_step,
+        )
+    if out.status() != "complete":
+        raise RuntimeError("FedBuff's loop ended before the last step was recorded")
+
+
+def run_fedbuff_in_process(
+    scenario: Scenario, seed: int, run_dir: str | Path, *, label: str = ""
+) -> RunDirectory:
+    """Run one (scenario, seed) of FedBuff to completion in ``run_dir``.
+
+    Parameters
+    ----------
+    scenario : Scenario
+        A scenario with ``algorithm.name: fedbuff``.
+    seed : int
+        The seed.
+    run_dir : str or Path
+        The run folder (locked while the run writes it).
+    label : str
+        The progress lines' tag.
+
+    Returns
+    -------
+    RunDirectory
+        The run's folder, status ``complete``.
+    """
+    return run_in_process(scenario, seed, run_dir, label=label, serve=serve_fedbuff)

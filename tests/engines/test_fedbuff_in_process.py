@@ -1,0 +1,158 @@
+"""FedBuff in-process (fedram_flwr/engines/fedbuff_in_process.py) through ``fedram run``:
+what each server step records, one seed one model, and the engines that refuse it."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+from fedram_flwr.cli import main
+from fedram_flwr.clock import lognormal_speeds
+from fedram_flwr.config import ScenarioError
+from fedram_flwr.engines import run_fedbuff_in_process, run_in_process
+from fedram_flwr.experiment import Experiment
+from fedram_flwr.models import get_weights
+from fedram_flwr.outputs import RunDirectory
+from fedram_flwr.registry import scenario_from_dict
+from tests.helpers import TINY_GAUSSIAN, final_arrays, scenario_error
+
+
+def fedbuff_dict(**params: Any) -> dict[str, Any]:
+    raw = copy.deepcopy(TINY_GAUSSIAN)
+    raw["name"] = "tiny-fedbuff"
+    raw["availability"] = {"oracle": "bernoulli", "params": {"p": [1.0, 1.0, 1.0]}}
+    raw["algorithm"] = {"name": "fedbuff", "params": {"buffer_size": 3, "concurrency": 3, **params}}
+    return raw
+
+
+TIMED = {
+    "speeds": {
+        "law": "lognormal",
+        "compute_ms_per_sample": {"median": 40.0, "sigma": 0.8},
+        "bandwidth_kbps": {"median": 5000.0, "sigma": 1.0},
+    },
+    "availability": {"law": "rounds", "tick_seconds": 5.0},
+}
+
+
+@pytest.fixture(autouse=True)
+def no_run_plots(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("fedram_flwr.cli.plot_run", lambda *args: None)
+
+
+def test_k_equals_c_equals_n_on_ticks_records_synchronous_steps(tmp_path: Path) -> None:
+    """No time model: every task takes one tick, so with K = C = N every step buffers the
+    three clients' fresh updates, one step per simulated second."""
+    run = run_fedbuff_in_process(
+        scenario_from_dict(fedbuff_dict(staleness="constant")), 0, tmp_path / "run"
+    )
+    rows = run.read_metrics()
+    assert run.status() == "complete" and [r["round"] for r in rows] == list(range(7))
+    steps = rows[1:]
+    assert [r["sim-seconds"] for r in steps] == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    assert all(r["buffer-clients"] == [0, 1, 2] and r["staleness"] == [0, 0, 0] for r in steps)
+    assert all(r["staleness-weights"] == [1.0, 1.0, 1.0] for r in steps)
+    assert "accuracy" in rows[0] and "accuracy" in rows[-1]  # eval_every 3: 0, 3, 6
+    assert [r["round"] for r in rows if "accuracy" in r] == [0, 3, 6]
+
+
+def test_time_model_gives_stale_weighted_updates_and_one_seed_one_model(tmp_path: Path) -> None:
+    raw = fedbuff_dict(buffer_size=2, concurrency=3)
+    raw["time"] = TIMED
+    scenario = scenario_from_dict(raw)
+    first = run_fedbuff_in_process(scenario, 0, tmp_path / "a")
+    again = run_fedbuff_in_process(scenario, 0, tmp_path / "b")
+    steps = first.read_metrics()[1:]
+    assert [r["round"] for r in steps] == [1, 2, 3, 4, 5, 6]
+    times = [r["sim-seconds"] for r in steps]
+    assert times == sorted(times) and times[0] > 0
+    assert all(len(r["staleness"]) == 2 for r in steps)
+    assert any(s > 0 for r in steps for s in r["staleness"])  # C > K: some arrive stale
+    for r in steps:  # the default weight, 1/sqrt(1 + staleness)
+        assert r["staleness-weights"] == pytest.approx([(1 + s) ** -0.5 for s in r["staleness"]])
+    for a, b in zip(final_arrays(first), final_arrays(again), strict=True):
+        assert np.array_equal(a, b)
+    assert [r["staleness"] for r in again.read_metrics()[1:]] == [r["staleness"] for r in steps]
+
+
+@pytest.mark.parametrize(
+    "argv, named",
+    [
+        (["--engine", "flwr"], "--engine flwr"),
+        (["--engine", "deployment"], "--engine deployment"),
+        (["--api", "message"], "--api message"),
+    ],
+)
+def test_flower_engines_and_the_message_api_refuse_it_naming_what_is_left(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], named: str
+) -> None:
+    path = tmp_path / "fedbuff.yaml"
+    path.write_text(yaml.safe_dump(fedbuff_dict()))
+    code = main(["run", str(path), "--out", str(tmp_path / "runs"), *argv])
+    err = capsys.readouterr().err
+    assert code == 2 and "algorithm.name: fedbuff is asynchronous" in err
+    assert named in err and "Message-API adapter" in err and "issue 28 item 4" in err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_fedram_run_in_process_runs_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "fedbuff.yaml"
+    path.write_text(yaml.safe_dump(fedbuff_dict()))
+    assert main(["run", str(path), "--out", str(tmp_path / "runs")]) == 0
+    (folder,) = (tmp_path / "runs" / "tiny-fedbuff").glob("*/seed0")
+    run = RunDirectory(folder)
+    assert run.status() == "complete" and run.read_metrics()[-1]["round"] == 6
+
+
+def test_the_legacy_loop_refuses_it_naming_the_event_loop(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="fedbuff is asynchronous: run it with .*run_fedbuff"):
+        run_in_process(scenario_from_dict(fedbuff_dict()), 0, tmp_path / "run")
+
+
+def test_bad_params_fail_at_load_naming_the_field() -> None:
+    too_many = scenario_error(fedbuff_dict(concurrency=4))
+    assert too_many.startswith(
+        "algorithm.params.concurrency: 4 is outside the allowed range [1, 3]"
+    )
+    bad = scenario_error(fedbuff_dict(staleness="sqrt"))
+    assert "algorithm.params.staleness" in bad and "'sqrt'" in bad
+    assert "algorithm.params.buffer_size" in scenario_error(fedbuff_dict(buffer_size=0))
+
+
+def test_flower_faces_refuse_to_build_naming_what_is_left() -> None:
+    """What ``flwr run .`` (server_app: ``message_strategy``) and the legacy engines ask."""
+    exp = Experiment(scenario_from_dict(fedbuff_dict()), 0)
+    with pytest.raises(ScenarioError, match="Message-API strategy is not built yet: issue 28"):
+        exp.message_strategy()
+    with pytest.raises(ScenarioError, match="legacy Flower strategy is not built yet"):
+        exp.strategy()
+
+
+def test_the_first_arrival_is_at_fedscales_completion_time_by_hand(tmp_path: Path) -> None:
+    """K = 1, C = N = 3, everyone available: all start at 0 and the first step is at the
+    fastest client's 3 x batch x steps x ms/sample / 1000 + 2 x model kbit / bandwidth."""
+    raw = fedbuff_dict(buffer_size=1, concurrency=3)
+    raw["time"] = TIMED
+    scenario = scenario_from_dict(raw)
+    exp = Experiment(scenario, 0)
+    speeds = lognormal_speeds(3, 0, (40.0, 0.8), (5000.0, 1.0))
+    kbit = sum(a.nbytes for a in get_weights(exp.new_model())) / 1024 * 8
+    t = scenario.training
+    seconds = [
+        3
+        * t.batch_size
+        * (t.local_epochs * -(-len(y) // t.batch_size))
+        * speeds.compute_ms_per_sample[k]
+        / 1000
+        + 2 * kbit / speeds.bandwidth_kbps[k]
+        for k, y in enumerate(exp.data.client_y)
+    ]
+    first = run_fedbuff_in_process(scenario, 0, tmp_path / "run").read_metrics()[1]
+    assert first["buffer-clients"] == [int(np.argmin(seconds))]
+    assert first["sim-seconds"] == pytest.approx(min(seconds), rel=1e-12)
+    assert first["staleness"] == [0]
