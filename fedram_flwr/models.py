@@ -187,7 +187,7 @@ def fix_tensors(model: nn.Module) -> ModelTensors:
     (``state_dict()``, ``parameters()``, ``train()``: ~5-10 us each, a client fit of a small
     model takes ~200 us). Only for a model that stays as it is once on its device, its
     tensors written in place (the clients' shared model,
-    :meth:`~fedram_flwr.experiment.Experiment.client_model`): moving it again or giving it
+    :meth:`~fedram_flwr.node.NodeExperiment.client_model`): moving it again or giving it
     new parameters or modules would leave the list stale."""
     listed = ModelTensors(
         list(model.state_dict().values()), list(model.parameters()), list(model.modules())
