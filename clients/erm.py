@@ -19,7 +19,7 @@ from flwr.common import NDArrays, RecordDict, Scalar
 from torch import nn
 
 from fedram_flwr.client_data import ArrayData
-from fedram_flwr.models import get_weights
+from fedram_flwr.models import get_weights, parameter_list
 from fedram_flwr.protocol import NUM_EXAMPLES, PARTITION_ID
 from fedram_flwr.training import LocalTrainer
 
@@ -134,7 +134,7 @@ class ERMClient(NumPyClient):
             seed=self.seed,
             partition_id=self.partition_id,
             drop_last=self.drop_last,
-            device=next(self.model.parameters()).device,
+            device=parameter_list(self.model)[0].device,
         )
         return LocalTrainer(
             self.model,

@@ -50,12 +50,14 @@ def array_pass(
     xt, yt = (torch.as_tensor(a) if where is None else on_device(a, where) for a in (x, y))
     per_pass = batches_per_pass(len(yt), batch_size, drop_last)
 
+    starts = range(0, per_pass * batch_size, batch_size)
+
     def one_pass() -> Iterable[Batch]:
         order = torch.from_numpy(rng.permutation(len(yt))).to(xt.device)
-        return (
-            (xt.index_select(0, idx), yt.index_select(0, idx))
-            for idx in order.split(batch_size)[:per_pass]
-        )
+        # A slice of ``order`` per batch taken: ``order.split(batch_size)``'s pieces, without
+        # making all of a large client's ceil(n / B) views when K steps take a few.
+        slices = (order[i : i + batch_size] for i in starts)
+        return ((xt.index_select(0, idx), yt.index_select(0, idx)) for idx in slices)
 
     return one_pass
 

@@ -22,7 +22,7 @@ from torch import nn
 from fedram_flwr.clients.message import objective_of
 from fedram_flwr.config import Scenario
 from fedram_flwr.data import FederatedData, load_federated_data
-from fedram_flwr.models import build_model, on_device, resolve_device
+from fedram_flwr.models import build_model, fix_tensors, on_device, resolve_device
 from fedram_flwr.registry.oracles import oracle_params, oracle_spec
 
 
@@ -61,16 +61,17 @@ class NodeExperiment:
     def _shared_model(self) -> tuple[nn.Module, list[torch.Tensor], list[torch.Tensor]]:
         """(the model, its state tensors, copies of their initial values): the state
         tensors stay the model's (everything writes them in place), so they are
-        listed once instead of by a ``state_dict()`` traversal per client."""
+        listed once instead of by a ``state_dict()`` traversal per client
+        (:func:`~fedram_flwr.models.fix_tensors`, which local training reads too)."""
         model = self.new_model()
-        state = list(model.state_dict().values())
+        state = fix_tensors(model).state
         return model, state, [v.clone() for v in state]
 
-    @torch.no_grad()
     def client_model(self) -> nn.Module:
         """The one model object the clients built here share (a process runs one client
         at a time; each loads the received weights before it trains), reset to the
-        seeded initial weights, as :meth:`new_model` would build it, at a copy's cost."""
+        seeded initial weights, as :meth:`new_model` would build it, at a copy's cost
+        (into the detached state tensors: no autograd history, no ``no_grad`` needed)."""
         model, state, initial = self._shared_model
         for v, w in zip(state, initial):
             v.copy_(w)

@@ -26,6 +26,7 @@ of both faces (:mod:`~fedram_flwr.strategies.round_driver`) applies them.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -79,6 +80,8 @@ def check_max_failed_rounds(value: Any, name: str = "max_failed_rounds") -> int:
 # ------------------------------------------------------------------ refusals
 def _finite(value: Any) -> bool:
     """Whether a metric value holds no NaN or inf (non-numbers are not checked)."""
+    if type(value) is float:  # most metrics: the checks below, in one step
+        return math.isfinite(value)
     if isinstance(value, bool):
         return True
     if isinstance(value, int | float | np.number):
@@ -166,8 +169,9 @@ def partition_problems(ids: Sequence[Any], num_clients: int | None) -> list[str 
             value = int(pid)
         valid.append(value)
         out.append(why)
+    counts = Counter(v for v in valid if v is not None)
     for i, value in enumerate(valid):
-        count = valid.count(value) if value is not None else 0
+        count = counts[value] if value is not None else 0
         if count > 1:
             out[i] = (
                 f"partition id {value} is reported by {count} replies of the round (a "

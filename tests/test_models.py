@@ -15,10 +15,14 @@ from fedram_flwr.data import load_image_dataset
 from fedram_flwr.models import (
     SeededDropout,
     build_model,
+    fix_tensors,
     get_weights,
+    module_list,
+    parameter_list,
     resolve_device,
     seed_dropout,
     set_weights,
+    train_mode,
 )
 from fedram_flwr.registry import scenario_from_dict
 from tests.helpers import write_svhn
@@ -150,3 +154,24 @@ def test_model_names_list_the_fedawe_cnns(scenario_dict) -> None:
         build_model("vgg", (3, 32, 32), 10, seed=0)
     with pytest.raises(ValueError, match="fedawe-cnn-svhn needs CxHxW images"):
         build_model("fedawe-cnn-svhn", (3072,), 10, seed=0)
+
+
+def test_a_fixed_models_lists_read_and_write_the_same_tensors() -> None:
+    """fix_tensors: set_weights and get_weights go through the listed state tensors (the
+    model's own storage), train_mode sets every module training, module_list and
+    parameter_list are the model's."""
+    model = build_model("mlp", (4,), 3, seed=0)
+    listed = fix_tensors(model)
+    assert parameter_list(model) is listed.parameters
+    assert [id(p) for p in listed.parameters] == [id(p) for p in model.parameters()]
+    assert module_list(model) == list(model.modules())
+    weights = get_weights(build_model("mlp", (4,), 3, seed=1))
+    set_weights(model, weights)
+    assert all(np.array_equal(a, b) for a, b in zip(get_weights(model), weights))
+    assert all(np.array_equal(v.numpy(), w) for v, w in zip(model.state_dict().values(), weights))
+    model.eval()
+    model[1].train()  # a mixed state is put right, as model.train() would
+    train_mode(model)
+    assert all(m.training for m in model.modules())
+    with pytest.raises(ValueError, match="wrong shape for \\['1.weight'"):
+        set_weights(model, [w.T if w.ndim == 2 else w for w in weights])

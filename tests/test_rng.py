@@ -23,3 +23,18 @@ def test_fedavg_s_subsample_does_not_replay_the_ram_relay() -> None:
 def test_unknown_stream_names_the_known_ones() -> None:
     with pytest.raises(ValueError, match="unknown random stream 'nope'.*ram-relay"):
         stream("nope", 0)
+
+
+@pytest.mark.parametrize("keys", [(0,), (3, 17), (2**32 - 1, 5), (2**32, 5), (2**40 + 3, 1, 2)])
+def test_streams_are_numpys_default_rng_of_the_key_list(keys) -> None:
+    """Whatever form the entropy is handed to numpy in, a stream is default_rng([seed,
+    *keys, salt]) (keys of one 32-bit word each and larger ones alike)."""
+    seed, *rest = keys
+    expected = np.random.default_rng([seed, *rest, SALTS["client-batches"]])
+    got = stream("client-batches", seed, *rest)
+    assert got.bit_generator.state == expected.bit_generator.state
+
+
+def test_a_stream_key_that_is_no_integer_is_refused() -> None:
+    with pytest.raises(TypeError):
+        stream("client-batches", 0, 1.5)

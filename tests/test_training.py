@@ -18,6 +18,7 @@ from fedram_flwr.registry import scenario_from_dict
 from fedram_flwr.training import (
     LocalTrainer,
     local_sgd,
+    mean_of,
     num_local_steps,
     sgd_passes,
     sgd_step,
@@ -231,3 +232,25 @@ def test_losses_are_every_step_loss_and_change_nothing(kwargs) -> None:
     assert ma == mb and all(np.array_equal(a, b) for a, b in zip(wa, wb))
     # the mean: of the last pass (epochs), of all steps (steps)
     assert mb == pytest.approx(np.mean(out[-3:] if "epochs" in kwargs else out), abs=0)
+
+
+def test_k_steps_gather_no_batch_beyond_the_last() -> None:
+    """With ``steps``, a pass is asked for the batches the steps take, none more (a
+    user's loader is not read ahead); the passes and batches are those of the epochs."""
+    x, y = problem(10)
+    asked: list[int] = []
+
+    def one_pass():
+        for i in range(0, 10, 4):
+            asked.append(i)
+            yield torch.from_numpy(x[i : i + 4]), torch.from_numpy(y[i : i + 4])
+
+    _, steps = sgd_passes(BatchSizes(), one_pass, epochs=1, lr=0.1, steps=4)
+    assert steps == 4 and asked == [0, 4, 8, 0]
+
+
+def test_mean_of_is_np_mean() -> None:
+    rng = np.random.default_rng(0)
+    for n in range(1, 40):
+        values = (rng.random(n) * 10.0 ** rng.integers(-4, 4, n)).tolist()
+        assert mean_of(values) == float(np.mean(values))

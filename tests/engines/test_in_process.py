@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from flwr.common.logger import FLOWER_LOGGER
@@ -82,3 +83,29 @@ def test_a_server_loop_that_stops_early_is_a_failure(
         run_in_process(tiny_scenario, 0, tmp_path / "run")
     status = status_of(tmp_path / "run")
     assert status["status"] == "failed" and "before the last round" in status["error"]
+
+
+def test_received_arrays_are_decoded_once_per_bytes_and_fresh_for_each_client(
+    monkeypatch,
+) -> None:
+    """ReceivedArrays: each call gives new arrays equal to npy_array's, decoding only
+    when the bytes objects differ from the last call's."""
+    from fedram_flwr.engines import in_process
+    from fedram_flwr.protocol import npy_array, npy_bytes
+
+    decoded = []
+    monkeypatch.setattr(in_process, "npy_array", lambda b: decoded.append(b) or npy_array(b))
+    received = in_process.ReceivedArrays()
+    model = [np.arange(6, dtype=np.float32).reshape(2, 3), np.asfortranarray(np.eye(3))]
+    tensors = [npy_bytes(a) for a in model]
+    first, second = received(tensors), received(list(tensors))
+    assert len(decoded) == 2  # one decoding for both clients of the round
+    for a, b, m in zip(first, second, model):
+        assert np.array_equal(a, m) and np.array_equal(b, m) and a is not b
+        assert (
+            a.flags.writeable and a.flags.f_contiguous == npy_array(npy_bytes(m)).flags.f_contiguous
+        )
+    first[0][0, 0] = 99.0  # a client's arrays are its own
+    assert received(tensors)[0][0, 0] == 0.0
+    next_round = [npy_bytes(a + 1) for a in model]
+    assert np.array_equal(received(next_round)[0], model[0] + 1) and len(decoded) == 4
