@@ -4,8 +4,8 @@ project's ClientApp (:mod:`fedram_flwr.client_app`) builds in every fresh proces
 :class:`fedram_flwr.experiment.Experiment` adds the server side to it.
 
 The data depends on the oracle (the least available clients hold the rare patterns),
-so a node reads the registry's oracles (:mod:`fedram_flwr.registry.oracles`), not its
-algorithms; its client's objective comes from the client side
+so a node reads the oracle specs (:mod:`fedram_flwr.availability.specs`), nothing of the
+registry; its client's objective comes from the client side
 (:func:`fedram_flwr.clients.message.objective_of`).
 """
 
@@ -19,11 +19,11 @@ from flwr.client import NumPyClient
 from flwr.common import RecordDict
 from torch import nn
 
+from fedram_flwr.availability.specs import oracle_params, oracle_spec
 from fedram_flwr.clients.message import objective_of
 from fedram_flwr.config import Scenario
 from fedram_flwr.data import FederatedData, load_federated_data
 from fedram_flwr.models import build_model, fix_tensors, on_device, resolve_device
-from fedram_flwr.registry.oracles import oracle_params, oracle_spec
 
 
 def rare_clients(scenario: Scenario, seed: int) -> tuple[int, ...]:

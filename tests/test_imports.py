@@ -210,14 +210,15 @@ def test_every_module_imports_only_its_layer_and_the_layers_below() -> None:
 # The client side: the project's ClientApp (a fresh process per message under the
 # Deployment Engine, so every module it imports costs CPU in every message) and the
 # blocks a user's ClientApp imports. It never imports the server side: strategies,
-# Message-API strategies, the algorithm registry (its oracle half is allowed: a node's
-# data depends on who is rarely available), the composition root, the engines.
+# Message-API strategies, the registry (any module of it: a node's data depends on who is
+# rarely available, so it reads the oracle specs from their own home,
+# fedram_flwr.availability.specs, never through the registry's re-exports), the
+# composition root, the engines.
 CLIENT_SIDE = ("fedram_flwr.clients", "fedram_flwr.client_app")
 SERVER_SIDE = (
     "fedram_flwr.strategies",
     "fedram_flwr.message_api",
-    "fedram_flwr.registry.algorithms",
-    "fedram_flwr.registry.validate",
+    "fedram_flwr.registry",
     "fedram_flwr.experiment",
     "fedram_flwr.engines",
     "fedram_flwr.server_app",
@@ -268,5 +269,22 @@ def test_a_client_app_process_loads_no_server_module() -> None:
     loaded = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.split()
-    assert "fedram_flwr.client_app" in loaded and "fedram_flwr.registry.oracles" in loaded
+    assert "fedram_flwr.client_app" in loaded
+    assert "fedram_flwr.availability.specs.oracles" in loaded, "the walk would miss the specs"
     assert not [m for m in loaded if m.startswith(SERVER_SIDE)]
+
+
+def test_the_oracle_specs_old_registry_paths_still_work() -> None:
+    """The oracle specs moved to ``fedram_flwr.availability.specs``; each old module path
+    of the registry is the moved module itself, and the registry re-exports its names."""
+    import importlib
+
+    import fedram_flwr.availability.specs as specs
+    import fedram_flwr.registry as registry
+
+    for name in ("ORACLES", "OracleSpec", "OracleParams", "oracle_params", "oracle_spec"):
+        assert getattr(registry, name) is getattr(specs, name)
+    assert registry.least_available is specs.least_available
+    for name in ("oracles", "observed", "nonstationary", "labels", "checks", "oracle_spec"):
+        old = importlib.import_module(f"fedram_flwr.registry.{name}")
+        assert old is importlib.import_module(f"fedram_flwr.availability.specs.{name}")

@@ -1,7 +1,7 @@
 """The two spec shapes of the registry: one for oracles, one for algorithms.
 
 An oracle or an algorithm is declared once, as one :class:`OracleSpec` in
-:mod:`fedram_flwr.registry.oracles` or one :class:`AlgorithmSpec` in
+:mod:`fedram_flwr.availability.specs.oracles` or one :class:`AlgorithmSpec` in
 :mod:`fedram_flwr.registry.algorithms`, with real class references (a rename fails at
 import). Its params dataclass validates the scenario's ``params`` section: ``check``
 raises :class:`~fedram_flwr.config.ScenarioError` naming the scenario field and the
@@ -21,12 +21,12 @@ from flwr.server.strategy import Strategy
 from flwr.serverapp.strategy import Strategy as MessageStrategy
 
 from fedram_flwr.availability import OracleClientManager
+from fedram_flwr.availability.specs.oracle_spec import Hidden, RoundLaw
+from fedram_flwr.availability.specs.oracle_spec import OracleParams as OracleParams
+from fedram_flwr.availability.specs.oracle_spec import OracleSpec as OracleSpec
+from fedram_flwr.availability.specs.oracle_spec import least_available as least_available
 from fedram_flwr.config import Scenario, ScenarioError
 from fedram_flwr.data import FederatedData
-from fedram_flwr.registry.oracle_spec import Hidden, RoundLaw
-from fedram_flwr.registry.oracle_spec import OracleParams as OracleParams
-from fedram_flwr.registry.oracle_spec import OracleSpec as OracleSpec
-from fedram_flwr.registry.oracle_spec import least_available as least_available
 from fedram_flwr.registry.params import AlgorithmParams, params_for
 
 

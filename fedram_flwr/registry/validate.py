@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from fedram_flwr.availability.specs.checks import lookup
+from fedram_flwr.availability.specs.oracles import ORACLES, oracle_params, oracle_spec
 from fedram_flwr.config import (
     Scenario,
     ScenarioError,
@@ -22,8 +24,6 @@ from fedram_flwr.config import (
     parse_with_overrides,
 )
 from fedram_flwr.registry.algorithms import ALGORITHMS, ASYNC_ALGORITHMS
-from fedram_flwr.registry.checks import lookup
-from fedram_flwr.registry.oracles import ORACLES, oracle_params, oracle_spec
 from fedram_flwr.registry.specs import AlgorithmParams, AlgorithmSpec, AsyncAlgorithmSpec
 from fedram_flwr.schema import build_dataclass
 

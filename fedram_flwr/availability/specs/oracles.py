@@ -1,0 +1,395 @@
+"""The availability oracles a scenario may name in ``availability.oracle``.
+
+Each oracle is declared once, as an :class:`OracleSpec`: its name, the dataclass of its
+``availability.params`` (whose ``check`` raises errors naming the scenario field and the
+allowed values), how it builds its ClientManager for one seed, and its hidden law (each
+client's long-run probability of being relayed), from which the rare clients follow.
+Checks never build a ClientManager; building happens in :mod:`fedram_flwr.experiment`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from fedram_flwr.availability import (
+    BernoulliClientManager,
+    CyclicClientManager,
+    MarkovClientManager,
+    MinSeparationClientManager,
+    OracleClientManager,
+    RandomAccessClientManager,
+    ca_fed_cluster_law,
+    ca_fed_markov_law,
+    check_markov_law,
+    contiguous_clusters,
+    evenly_spread_phases,
+    fedar_spread,
+    group_phases,
+    label_permutation,
+    ram_probabilities,
+)
+from fedram_flwr.availability.separation import check_separation_law
+from fedram_flwr.availability.specs.checks import as_scenario_error, check_ids, check_length, lookup
+from fedram_flwr.availability.specs.labels import check_label_rule, label_p
+from fedram_flwr.availability.specs.nonstationary import (
+    NonStationaryParams,
+    build_nonstationary,
+    nonstationary_round_law,
+)
+from fedram_flwr.availability.specs.observed import (
+    ConnectedParams,
+    TraceParams,
+    build_connected,
+    build_trace,
+)
+from fedram_flwr.availability.specs.oracle_spec import Hidden, OracleParams, OracleSpec
+from fedram_flwr.config import Scenario, ScenarioError
+from fedram_flwr.rng import stream
+from fedram_flwr.schema import build_dataclass, check_range
+
+
+def _label_perm(scenario: Scenario, label_correlated: bool, pi: np.ndarray) -> np.ndarray:
+    """Identity, or when ``label_correlated`` the re-assignment by label of
+    :func:`~fedram_flwr.availability.label_permutation` on ``data.client_classes``."""
+    if not label_correlated:
+        return np.arange(pi.size)
+    if scenario.data.client_classes is None:
+        raise ScenarioError(
+            "availability.params.label_correlated: needs data.client_classes (the classes "
+            "of each client) to rank clients by label; without it the rare-pattern split "
+            "already gives the rare classes to the least available clients"
+        )
+    return label_permutation(pi, scenario.data.client_classes)
+
+
+# ---------------------------------------------------------------------- RAM
+@dataclass(frozen=True)
+class RAMParams(OracleParams):
+    """Random Access Model: explicit ``rho``, or generated as in the paper (rho_i ~
+    U(0,1) normalised; ``rare_rho`` pins the rare users' probabilities)."""
+
+    clients_per_round: int = 1
+    rho: tuple[float, ...] | None = None
+    rare_rho: tuple[float, ...] | None = None
+
+    def check(self, scenario: Scenario) -> None:
+        k = scenario.data.num_clients
+        check_range("availability.params.clients_per_round", self.clients_per_round, 1, k)
+        if self.rho is not None and self.rare_rho is not None:
+            raise ScenarioError("availability.params: give rho or rare_rho, not both")
+        if self.rho is not None:
+            rho = np.asarray(self.rho)
+            if rho.size != k:
+                raise ScenarioError(
+                    f"availability.params.rho: has {rho.size} entries, data.num_clients is {k}"
+                )
+            if np.any(rho < 0) or abs(rho.sum() - 1.0) > 1e-6:
+                raise ScenarioError(
+                    "availability.params.rho: probabilities must be >= 0 and sum to 1 "
+                    f"(they sum to {rho.sum():.6g})"
+                )
+        if self.rare_rho is not None:
+            if len(self.rare_rho) != scenario.data.num_rare_clients:
+                raise ScenarioError(
+                    f"availability.params.rare_rho: has {len(self.rare_rho)} entries; the "
+                    f"scenario has {scenario.data.num_rare_clients} rare clients "
+                    "((1 - data.frequent_fraction) x data.num_clients)"
+                )
+            k_f = k - len(self.rare_rho)
+            if min(self.rare_rho) <= 0 or sum(self.rare_rho) + k_f * max(self.rare_rho) >= 1:
+                raise ScenarioError(
+                    "availability.params.rare_rho: values must be > 0 and leave every one "
+                    f"of the {k_f} frequent clients more likely than the rarest ones "
+                    f"(sum + {k_f} x max < 1); got {list(self.rare_rho)}"
+                )
+
+
+def ram_rho(params: RAMParams, scenario: Scenario, seed: int) -> np.ndarray:
+    """The RAM's law rho: the scenario's, or drawn from the ``ram-rho`` stream."""
+    if params.rho is not None:
+        return np.asarray(params.rho, dtype=float)
+    rng = stream("ram-rho", seed)
+    return as_scenario_error(
+        ram_probabilities,
+        scenario.data.num_clients,
+        scenario.data.num_rare_clients,
+        rng,
+        params.rare_rho,
+    )
+
+
+def build_ram(params: RAMParams, scenario: Scenario, seed: int) -> OracleClientManager:
+    rho = ram_rho(params, scenario, seed)
+    return RandomAccessClientManager(rho, seed, clients_per_round=params.clients_per_round)
+
+
+# ------------------------------------------------------------ Markov family
+@dataclass(frozen=True)
+class BernoulliParams(OracleParams):
+    """Independent Bernoulli availability (FedAR Sec. 6.1): explicit ``p`` (one per
+    client), or spread evenly from 1 (client 0) down to ``p_min`` (FedAR: 0.1
+    "challenging", 0.5 "mild"), or ``p: labels``: the FedAWE paper's p_i = <nu_i, phi>
+    from each client's labels, Phi_c = ``phi_max`` (App. J.3; :mod:`.labels`).
+    ``label_correlated``: clients holding lower class ids get the higher p
+    (:func:`~fedram_flwr.availability.label_permutation`)."""
+
+    p: tuple[float, ...] | Literal["labels"] | None = None
+    p_min: float = 0.1
+    label_correlated: bool = False
+    phi_max: tuple[float, ...] | None = None
+
+    def check(self, scenario: Scenario) -> None:
+        check_range("availability.params.p_min", self.p_min, 0.0, 1.0)
+        if self.p == "labels":
+            if self.label_correlated:
+                raise ScenarioError(
+                    "availability.params.label_correlated: p: labels already ties each "
+                    "client's p to its labels; give one of them"
+                )
+            return check_label_rule(scenario, self.phi_max)
+        if self.phi_max is not None:
+            raise ScenarioError("availability.params.phi_max: only with p: labels")
+        check_length("availability.params.p", self.p, scenario.data.num_clients, "data.num_clients")
+        p = self.law(scenario)
+        as_scenario_error(check_markov_law, p, np.zeros_like(p), pi_field="availability.params.p")
+
+    def law(self, scenario: Scenario) -> np.ndarray:
+        """Each client's p, permuted by label when ``label_correlated``."""
+        k = scenario.data.num_clients
+        p = fedar_spread(k, self.p_min) if self.p is None else np.asarray(self.p, dtype=float)
+        return p[_label_perm(scenario, self.label_correlated, p)]
+
+
+def build_bernoulli(params: BernoulliParams, scenario: Scenario, seed: int) -> OracleClientManager:
+    if params.p == "labels":
+        return BernoulliClientManager(label_p(scenario, seed, params.phi_max), seed)
+    return BernoulliClientManager(params.law(scenario), seed)
+
+
+@dataclass(frozen=True)
+class MarkovParams(OracleParams):
+    """Two-state Markov chain per client (CA-Fed Sec. III-D): explicit ``pi`` and
+    ``lam`` (one each per client), or the paper's generator (Sec. V-A a): half the
+    clients pi = 1/2 + g, half pi = 1/2 - g, each half split into lambda = nu and
+    lambda ~ N(0, eps^2). ``label_correlated``: clients holding lower class ids get the
+    higher pi (:func:`~fedram_flwr.availability.label_permutation`)."""
+
+    pi: tuple[float, ...] | None = None
+    lam: tuple[float, ...] | None = None
+    g: float = 0.4
+    nu: float = 0.9
+    eps: float = 1e-2
+    label_correlated: bool = False
+
+    def check(self, scenario: Scenario) -> None:
+        check_range("availability.params.g", self.g, 0.0, 0.5)
+        check_range("availability.params.eps", self.eps, 0.0, None)
+        lo = -(0.5 - self.g) / (0.5 + self.g)  # lambda_min of pi = 1/2 -+ g
+        if not lo <= self.nu < 1:
+            raise ScenarioError(
+                f"availability.params.nu: {self.nu!r} is outside the allowed range "
+                f"[{lo:.4g}, 1) for pi = 1/2 -+ g"
+            )
+        if (self.pi is None) != (self.lam is None):
+            raise ScenarioError(
+                "availability.params: give both pi and lam (one per client), or neither "
+                "(the paper's generator with g, nu, eps)"
+            )
+        k = scenario.data.num_clients
+        check_length("availability.params.pi", self.pi, k, "data.num_clients")
+        check_length("availability.params.lam", self.lam, k, "data.num_clients")
+        as_scenario_error(check_markov_law, *self.law(scenario, 0))
+
+    def law(self, scenario: Scenario, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        """Each client's (pi, lambda): the scenario's, or generated from ``markov-law``."""
+        if self.pi is None:
+            rng = stream("markov-law", seed)
+            pi, lam = ca_fed_markov_law(scenario.data.num_clients, self.g, self.nu, self.eps, rng)
+        else:
+            pi, lam = np.asarray(self.pi, dtype=float), np.asarray(self.lam, dtype=float)
+        perm = _label_perm(scenario, self.label_correlated, pi)
+        return pi[perm], lam[perm]
+
+
+def build_markov(params: MarkovParams, scenario: Scenario, seed: int) -> OracleClientManager:
+    return MarkovClientManager(*params.law(scenario, seed), seed)
+
+
+@dataclass(frozen=True)
+class ClusteredParams(OracleParams):
+    """One Markov chain per cluster switches all its clients together (CA-Fed Sec. V-B
+    e). ``cluster_of``: each client's cluster (default: equal contiguous blocks of ids);
+    explicit ``pi`` and ``lam`` per cluster, or the paper's: the first half of the
+    clusters pi = 1/2 + g, lambda = 0, the others pi = 1/2 - g, lambda_c = c / C."""
+
+    num_clusters: int = 10
+    cluster_of: tuple[int, ...] | None = None
+    pi: tuple[float, ...] | None = None
+    lam: tuple[float, ...] | None = None
+    g: float = 0.4
+
+    def check(self, scenario: Scenario) -> None:
+        k = scenario.data.num_clients
+        check_range("availability.params.num_clusters", self.num_clusters, 1, k)
+        check_range("availability.params.g", self.g, 0.0, 0.5)
+        if (self.pi is None) != (self.lam is None):
+            raise ScenarioError(
+                "availability.params: give both pi and lam (one per cluster), or neither "
+                "(the paper's clusters with g)"
+            )
+        c = self.num_clusters
+        check_length("availability.params.cluster_of", self.cluster_of, k, "data.num_clients")
+        check_length("availability.params.pi", self.pi, c, "availability.params.num_clusters")
+        check_length("availability.params.lam", self.lam, c, "availability.params.num_clusters")
+        pi, lam = self.law()
+        as_scenario_error(
+            check_markov_law, np.asarray(pi, dtype=float), np.asarray(lam, dtype=float)
+        )
+        check_ids("availability.params.cluster_of", self.cluster_of, c, "a cluster")
+
+    def law(self) -> tuple[Any, Any]:
+        """Each cluster's (pi, lambda)."""
+        return (
+            ca_fed_cluster_law(self.num_clusters, self.g)
+            if self.pi is None
+            else (self.pi, self.lam)
+        )
+
+    def clusters(self, scenario: Scenario) -> Any:
+        """Each client's cluster."""
+        k, c = scenario.data.num_clients, self.num_clusters
+        return contiguous_clusters(k, c) if self.cluster_of is None else self.cluster_of
+
+
+def build_clustered(params: ClusteredParams, scenario: Scenario, seed: int) -> OracleClientManager:
+    pi, lam = params.law()
+    return MarkovClientManager(pi, lam, seed, cluster_of=params.clusters(scenario))
+
+
+# ------------------------------------------------------------------- cyclic
+@dataclass(frozen=True)
+class CyclicParams(OracleParams):
+    """Client k is active ``window`` consecutive rounds of every ``period``, from round
+    phase_k + 1 on; ``phase`` (one per client) defaults to evenly spread starts, or with
+    ``groups`` G to G contiguous blocks of ids taking turns (block g from round
+    g P / G + 1). ``clients_per_round``: relay m of the active clients, drawn uniformly
+    (default: all). Crawshaw and Liu's periodic participation (NeurIPS 2024, their
+    FashionMNIST run) is period 20, window 4, groups 5, clients_per_round 10 of 250."""
+
+    period: int = 10
+    window: int = 5
+    phase: tuple[int, ...] | None = None
+    groups: int | None = None
+    clients_per_round: int | None = None
+
+    def check(self, scenario: Scenario) -> None:
+        check_range("availability.params.period", self.period, 1, None)
+        check_range("availability.params.window", self.window, 1, self.period)
+        k = scenario.data.num_clients
+        if self.clients_per_round is not None:
+            check_range("availability.params.clients_per_round", self.clients_per_round, 1, k)
+        if self.groups is not None:
+            check_range("availability.params.groups", self.groups, 1, k)
+            if self.phase is not None:
+                raise ScenarioError("availability.params: give phase or groups, not both")
+        check_length("availability.params.phase", self.phase, k, "data.num_clients")
+        bad = [i for i, v in enumerate(self.phase or ()) if not 0 <= v < self.period]
+        if bad:
+            raise ScenarioError(
+                f"availability.params.phase[{bad[0]}]: {self.phase[bad[0]]} is outside "
+                f"0..{self.period - 1}"
+            )
+
+
+def build_cyclic(params: CyclicParams, scenario: Scenario, seed: int) -> OracleClientManager:
+    k = scenario.data.num_clients
+    if params.phase is not None:
+        phase: Any = params.phase
+    elif params.groups is not None:
+        phase = group_phases(k, params.period, params.groups)
+    else:
+        phase = evenly_spread_phases(k, params.period)
+    return CyclicClientManager(
+        phase, params.period, params.window, seed, clients_per_round=params.clients_per_round
+    )
+
+
+# ----------------------------------------------------------- min-separation
+@dataclass(frozen=True)
+class MinSeparationParams(OracleParams):
+    """Minimum-separation participation (Sun et al., ICLR 2025, Sec. 3): each round
+    ``clients_per_round`` (m) clients among those that did not participate in the last
+    ``separation`` (R) rounds, drawn proportionally to their weights ``q`` (one per
+    client; default spread evenly from 1 down to ``q_min``: the paper's values are not
+    public). Needs (R + 1) m <= data.num_clients; equality is the paper's cyclic case."""
+
+    separation: int = 1
+    clients_per_round: int = 1
+    q: tuple[float, ...] | None = None
+    q_min: float = 0.1
+
+    def check(self, scenario: Scenario) -> None:
+        k = scenario.data.num_clients
+        check_range("availability.params.clients_per_round", self.clients_per_round, 1, k)
+        check_range("availability.params.q_min", self.q_min, 0.0, 1.0, lo_open=True)
+        hi = k // self.clients_per_round - 1
+        check_range("availability.params.separation", self.separation, 0, hi)
+        check_length("availability.params.q", self.q, k, "data.num_clients")
+        as_scenario_error(
+            check_separation_law, self.weights(scenario), self.clients_per_round, self.separation
+        )
+
+    def weights(self, scenario: Scenario) -> np.ndarray:
+        """Each client's q_i."""
+        k = scenario.data.num_clients
+        return fedar_spread(k, self.q_min) if self.q is None else np.asarray(self.q, dtype=float)
+
+
+def build_min_separation(
+    params: MinSeparationParams, scenario: Scenario, seed: int
+) -> OracleClientManager:
+    return MinSeparationClientManager(
+        params.weights(scenario),
+        seed,
+        clients_per_round=params.clients_per_round,
+        separation=params.separation,
+    )
+
+
+# ------------------------------------------------------------------ the table
+MARKOV: frozenset[Hidden] = frozenset({"pi", "lam"})
+
+ORACLES: dict[str, OracleSpec[Any]] = {
+    spec.name: spec
+    for spec in (
+        OracleSpec("ram", RAMParams, build_ram, hidden_law=ram_rho),
+        OracleSpec("bernoulli", BernoulliParams, build_bernoulli, hidden=MARKOV),
+        OracleSpec("markov", MarkovParams, build_markov, hidden=MARKOV),
+        OracleSpec("clustered", ClusteredParams, build_clustered, hidden=MARKOV),
+        OracleSpec("cyclic", CyclicParams, build_cyclic),
+        OracleSpec("min-separation", MinSeparationParams, build_min_separation),
+        OracleSpec("trace", TraceParams, build_trace),
+        OracleSpec(
+            "nonstationary",
+            NonStationaryParams,
+            build_nonstationary,
+            round_law=nonstationary_round_law,
+        ),
+        OracleSpec("connected", ConnectedParams, build_connected),
+    )
+}
+
+
+def oracle_spec(scenario: Scenario) -> OracleSpec[Any]:
+    """The spec ``availability.oracle`` names."""
+    return lookup(ORACLES, scenario.availability.oracle, "availability.oracle")
+
+
+def oracle_params(scenario: Scenario) -> OracleParams:
+    """``availability.params`` as its oracle's params dataclass (keys and types
+    checked; :func:`~fedram_flwr.registry.validate.validate` runs its ``check``)."""
+    spec = oracle_spec(scenario)
+    return build_dataclass(spec.params, scenario.availability.params, "availability.params.")
