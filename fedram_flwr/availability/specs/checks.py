@@ -1,6 +1,9 @@
-"""Checks the oracles' params share (:mod:`fedram_flwr.availability.specs.oracles`,
+"""The checks the oracles' params share.
+
+Checks the oracles' params share (:mod:`fedram_flwr.availability.specs.oracles`,
 :mod:`fedram_flwr.availability.specs.nonstationary`), and the tables' lookup: each raises a
-ScenarioError naming the field."""
+ScenarioError naming the field.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +14,11 @@ from fedram_flwr.config import ScenarioError
 
 
 def as_scenario_error(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """``fn(*args, **kwargs)``, its ValueError (whose message names the field) a
-    ScenarioError."""
+    """Call ``fn``, a ValueError becoming a ScenarioError.
+
+    ``fn(*args, **kwargs)``, its ValueError (whose message names the field) a
+    ScenarioError.
+    """
     try:
         return fn(*args, **kwargs)
     except ValueError as err:
@@ -20,6 +26,7 @@ def as_scenario_error(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 
 def check_length(field: str, values: tuple | None, n: int, what: str) -> None:
+    """Require ``n`` entries in ``values`` (when given), ``what`` naming ``n``."""
     if values is not None and len(values) != n:
         raise ScenarioError(f"{field}: has {len(values)} entries, {what} is {n}")
 
@@ -34,6 +41,7 @@ def check_ids(field: str, values: tuple[int, ...] | None, n: int, what: str) -> 
 
 
 def lookup(table: Mapping[str, Any], name: str, field: str) -> Any:
+    """Return ``table[name]``, or raise naming ``field`` and the allowed names."""
     if name not in table:
         raise ScenarioError(
             f"{field}: unknown name {name!r}; allowed values: {', '.join(sorted(table))}"

@@ -1,4 +1,6 @@
-"""The FedAWE paper's rule p_i = <nu_i, phi> (Xiang et al., NeurIPS 2024, App. J.3) on a
+"""FedAWE's p_i from each client's labels, for the oracles that offer it.
+
+The FedAWE paper's rule p_i = <nu_i, phi> (Xiang et al., NeurIPS 2024, App. J.3) on a
 scenario's data, for every oracle that offers it: the ``nonstationary`` oracle's default
 base p_i, the ``bernoulli`` oracle's ``p: labels``. nu_i is the class distribution of
 client i's training labels, [phi]_c ~ U(0, Phi_c) from the ``fedawe-phi`` stream of the
@@ -24,8 +26,11 @@ from fedram_flwr.schema import check_range
 
 
 def check_label_rule(scenario: Scenario, phi_max: Sequence[float] | None) -> None:
-    """Each ``phi_max`` entry in [0, 1]; a partition that does not depend on availability
-    (the rule reads each client's labels before the rare clients are known)."""
+    """Check ``phi_max`` and the partition the rule reads.
+
+    Each ``phi_max`` entry in [0, 1]; a partition that does not depend on availability
+    (the rule reads each client's labels before the rare clients are known).
+    """
     for i, v in enumerate(phi_max or ()):
         check_range(f"availability.params.phi_max[{i}]", v, 0.0, 1.0)
     d = scenario.data
@@ -40,9 +45,12 @@ def check_label_rule(scenario: Scenario, phi_max: Sequence[float] | None) -> Non
 
 
 def label_p(scenario: Scenario, seed: int, phi_max: Sequence[float] | None) -> np.ndarray:
-    """Each client's p_i = <nu_i, phi> on the data of ``seed``, phi from the
+    """Return each client's p_i from its labels.
+
+    Each client's p_i = <nu_i, phi> on the data of ``seed``, phi from the
     ``fedawe-phi`` stream with Phi_c = ``phi_max`` (default :func:`default_phi_max`;
-    its length is checked against the data's classes here)."""
+    its length is checked against the data's classes here).
+    """
     data = load_federated_data(scenario.data, (), seed)
     c = data.num_classes
     check_length("availability.params.phi_max", phi_max, c, "the number of classes")

@@ -1,4 +1,6 @@
-"""The ``nonstationary`` oracle's spec: FedAWE's p_i^t = p_i f_i(t) (Xiang et al.,
+"""The ``nonstationary`` oracle's spec (FedAWE's non-stationary law).
+
+The ``nonstationary`` oracle's spec: FedAWE's p_i^t = p_i f_i(t) (Xiang et al.,
 NeurIPS 2024, Sec. 7, App. J.3; the law is
 :mod:`fedram_flwr.availability.nonstationary`).
 
@@ -29,12 +31,15 @@ from fedram_flwr.schema import check_range
 
 @dataclass(frozen=True)
 class NonStationaryParams(OracleParams):
-    """FedAWE's dynamics (App. J.3) with the paper's P = 20, gamma = 0.3, delta_0 = 0.1
+    """Params of the ``nonstationary`` oracle.
+
+    FedAWE's dynamics (App. J.3) with the paper's P = 20, gamma = 0.3, delta_0 = 0.1
     and the staircase's second-half level 0.4 (``staircase_low``); ``dynamics`` defaults
     to ``sine`` (the paper's parameter studies, Tables 8-10). ``p``: each client's base
     probability; default the paper's p_i = <nu_i, phi>, [phi]_c ~ U(0, Phi_c) with
     ``phi_max`` = (Phi_c) per class (default: 1 for the first half of the classes, 0.5
-    for the rest; its length is checked against the data's classes at build)."""
+    for the rest; its length is checked against the data's classes at build).
+    """
 
     dynamics: Dynamics = "sine"
     period: int = 20
@@ -45,6 +50,7 @@ class NonStationaryParams(OracleParams):
     phi_max: tuple[float, ...] | None = None
 
     def check(self, scenario: Scenario) -> None:
+        """Raise :class:`ScenarioError` naming ``availability.params.<field>``."""
         check_range("availability.params.period", self.period, 1, None)
         check_range("availability.params.gamma", self.gamma, 0.0, 0.5)  # keeps f >= 0
         check_range("availability.params.delta0", self.delta0, 0.0, 1.0)
@@ -62,8 +68,11 @@ class NonStationaryParams(OracleParams):
             check_label_rule(scenario, self.phi_max)
 
     def base_p(self, scenario: Scenario, seed: int) -> np.ndarray:
-        """Each client's p_i: the scenario's, or <nu_i, phi> on the data of ``seed``
-        with phi from the ``fedawe-phi`` stream (App. J.3; :func:`label_p`)."""
+        """Return each client's base probability p_i.
+
+        Each client's p_i: the scenario's, or <nu_i, phi> on the data of ``seed``
+        with phi from the ``fedawe-phi`` stream (App. J.3; :func:`label_p`).
+        """
         if self.p is not None:
             return np.asarray(self.p, dtype=float)
         return label_p(scenario, seed, self.phi_max)
@@ -72,13 +81,14 @@ class NonStationaryParams(OracleParams):
 def nonstationary_round_law(
     params: NonStationaryParams, scenario: Scenario, seed: int
 ) -> NonStationaryLaw:
-    """The law p_i^t = p_i f_i(t) the oracle of ``seed`` draws with, per server round."""
+    """Return the law p_i^t = p_i f_i(t) the oracle of ``seed`` draws with, per server round."""
     return build_nonstationary(params, scenario, seed).law
 
 
 def build_nonstationary(
     params: NonStationaryParams, scenario: Scenario, seed: int
 ) -> NonStationaryClientManager:
+    """Build the ``nonstationary`` oracle's ClientManager for ``seed``."""
     return NonStationaryClientManager(
         params.base_p(scenario, seed),
         params.dynamics,

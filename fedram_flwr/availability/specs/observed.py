@@ -1,7 +1,10 @@
-"""The oracles whose availability is observed outside the simulation: ``trace`` (a
+"""The oracles observed outside the simulation: ``trace`` and ``connected``.
+
+The oracles whose availability is observed outside the simulation: ``trace`` (a
 recorded matrix, a run's ``availability.csv`` or a FedScale behaviour trace) and
 ``connected`` (a deployment's live connections). Registered in
-:mod:`fedram_flwr.availability.specs.oracles`."""
+:mod:`fedram_flwr.availability.specs.oracles`.
+"""
 
 from __future__ import annotations
 
@@ -25,13 +28,16 @@ from fedram_flwr.schema import check_range
 
 @dataclass(frozen=True)
 class TraceParams(OracleParams):
-    """Replay of a recorded trace (``path``): a round x client 0/1 CSV matrix (e.g. a
+    """Params of the ``trace`` oracle.
+
+    Replay of a recorded trace (``path``): a round x client 0/1 CSV matrix (e.g. a
     run's ``availability.csv``) or JSON active ids per round. Past its last round:
     ``past_end: error`` (checked at load against ``rounds``) or ``wrap``. A JSON object
     is a FedScale client behaviour trace (:mod:`fedram_flwr.availability.fedscale`):
     round r is available when start_time + (r - 1) ``round_duration`` seconds, modulo
     the client's finish_time, lies in one of its active intervals; partition k follows
-    trace client ``clients[k]`` (default: the trace's ids in ascending order)."""
+    trace client ``clients[k]`` (default: the trace's ids in ascending order).
+    """
 
     path: str
     past_end: Literal["error", "wrap"] = "error"
@@ -40,6 +46,7 @@ class TraceParams(OracleParams):
     clients: tuple[int, ...] | None = None
 
     def check(self, scenario: Scenario) -> None:
+        """Raise :class:`ScenarioError` naming ``availability.params.<field>``."""
         if self.round_duration is not None:
             check_range(
                 "availability.params.round_duration", self.round_duration, 0.0, None, lo_open=True
@@ -56,8 +63,10 @@ class TraceParams(OracleParams):
             )
 
     def matrix(self, scenario: Scenario) -> np.ndarray:
-        """The trace as a rounds x clients bool matrix (its shape checked); a FedScale
-        trace gives the run's ``rounds`` rows."""
+        """Return the trace as a rounds x clients bool matrix.
+
+        Its shape is checked; a FedScale trace gives the run's ``rounds`` rows.
+        """
         path = Path(self.path)  # absolute: the schema resolved it at load
         return as_scenario_error(
             read_trace,
@@ -71,17 +80,21 @@ class TraceParams(OracleParams):
 
 
 def build_trace(params: TraceParams, scenario: Scenario, seed: int) -> OracleClientManager:
+    """Build the ``trace`` oracle's ClientManager for ``seed``."""
     return TraceClientManager(params.matrix(scenario), seed, wrap=params.past_end == "wrap")
 
 
 # ---------------------------------------------------------------- connected
 @dataclass(frozen=True)
 class ConnectedParams(OracleParams):
-    """Physical availability (Deployment Engine): every connected client that has not
+    """Params of the ``connected`` oracle.
+
+    Physical availability (Deployment Engine): every connected client that has not
     failed, or ``clients_per_round`` of them drawn uniformly; round 1 waits for
     ``min_clients`` connections (default: all); a reply later than ``round_timeout`` s
     is a failure (null: no timeout); a failed client is left out for ``retry_after``
-    rounds (null: until it reconnects)."""
+    rounds (null: until it reconnects).
+    """
 
     clients_per_round: int | None = None
     min_clients: int | None = None
@@ -89,6 +102,7 @@ class ConnectedParams(OracleParams):
     retry_after: int | None = None
 
     def check(self, scenario: Scenario) -> None:
+        """Raise :class:`ScenarioError` naming ``availability.params.<field>``."""
         k = scenario.data.num_clients
         if self.clients_per_round is not None:
             check_range("availability.params.clients_per_round", self.clients_per_round, 1, k)
@@ -101,6 +115,7 @@ class ConnectedParams(OracleParams):
 
 
 def build_connected(params: ConnectedParams, scenario: Scenario, seed: int) -> OracleClientManager:
+    """Build the ``connected`` oracle's ClientManager for ``seed``."""
     return ConnectedClientManager(
         scenario.data.num_clients,
         seed,

@@ -52,8 +52,11 @@ from fedram_flwr.schema import build_dataclass, check_range
 
 
 def _label_perm(scenario: Scenario, label_correlated: bool, pi: np.ndarray) -> np.ndarray:
-    """Identity, or when ``label_correlated`` the re-assignment by label of
-    :func:`~fedram_flwr.availability.label_permutation` on ``data.client_classes``."""
+    """Return the permutation of clients by label.
+
+    Identity, or when ``label_correlated`` the re-assignment by label of
+    :func:`~fedram_flwr.availability.label_permutation` on ``data.client_classes``.
+    """
     if not label_correlated:
         return np.arange(pi.size)
     if scenario.data.client_classes is None:
@@ -68,14 +71,18 @@ def _label_perm(scenario: Scenario, label_correlated: bool, pi: np.ndarray) -> n
 # ---------------------------------------------------------------------- RAM
 @dataclass(frozen=True)
 class RAMParams(OracleParams):
-    """Random Access Model: explicit ``rho``, or generated as in the paper (rho_i ~
-    U(0,1) normalised; ``rare_rho`` pins the rare users' probabilities)."""
+    """Params of the ``ram`` oracle.
+
+    Random Access Model: explicit ``rho``, or generated as in the paper (rho_i ~
+    U(0,1) normalised; ``rare_rho`` pins the rare users' probabilities).
+    """
 
     clients_per_round: int = 1
     rho: tuple[float, ...] | None = None
     rare_rho: tuple[float, ...] | None = None
 
     def check(self, scenario: Scenario) -> None:
+        """Raise :class:`ScenarioError` naming ``availability.params.<field>``."""
         k = scenario.data.num_clients
         check_range("availability.params.clients_per_round", self.clients_per_round, 1, k)
         if self.rho is not None and self.rare_rho is not None:
@@ -108,7 +115,7 @@ class RAMParams(OracleParams):
 
 
 def ram_rho(params: RAMParams, scenario: Scenario, seed: int) -> np.ndarray:
-    """The RAM's law rho: the scenario's, or drawn from the ``ram-rho`` stream."""
+    """Return the RAM's law rho: the scenario's, or drawn from the ``ram-rho`` stream."""
     if params.rho is not None:
         return np.asarray(params.rho, dtype=float)
     rng = stream("ram-rho", seed)
@@ -122,6 +129,7 @@ def ram_rho(params: RAMParams, scenario: Scenario, seed: int) -> np.ndarray:
 
 
 def build_ram(params: RAMParams, scenario: Scenario, seed: int) -> OracleClientManager:
+    """Build the ``ram`` oracle's ClientManager for ``seed``."""
     rho = ram_rho(params, scenario, seed)
     return RandomAccessClientManager(rho, seed, clients_per_round=params.clients_per_round)
 
@@ -129,12 +137,15 @@ def build_ram(params: RAMParams, scenario: Scenario, seed: int) -> OracleClientM
 # ------------------------------------------------------------ Markov family
 @dataclass(frozen=True)
 class BernoulliParams(OracleParams):
-    """Independent Bernoulli availability (FedAR Sec. 6.1): explicit ``p`` (one per
+    """Params of the ``bernoulli`` oracle.
+
+    Independent Bernoulli availability (FedAR Sec. 6.1): explicit ``p`` (one per
     client), or spread evenly from 1 (client 0) down to ``p_min`` (FedAR: 0.1
     "challenging", 0.5 "mild"), or ``p: labels``: the FedAWE paper's p_i = <nu_i, phi>
     from each client's labels, Phi_c = ``phi_max`` (App. J.3; :mod:`.labels`).
     ``label_correlated``: clients holding lower class ids get the higher p
-    (:func:`~fedram_flwr.availability.label_permutation`)."""
+    (:func:`~fedram_flwr.availability.label_permutation`).
+    """
 
     p: tuple[float, ...] | Literal["labels"] | None = None
     p_min: float = 0.1
@@ -142,6 +153,7 @@ class BernoulliParams(OracleParams):
     phi_max: tuple[float, ...] | None = None
 
     def check(self, scenario: Scenario) -> None:
+        """Raise :class:`ScenarioError` naming ``availability.params.<field>``."""
         check_range("availability.params.p_min", self.p_min, 0.0, 1.0)
         if self.p == "labels":
             if self.label_correlated:
@@ -164,6 +176,7 @@ class BernoulliParams(OracleParams):
 
 
 def build_bernoulli(params: BernoulliParams, scenario: Scenario, seed: int) -> OracleClientManager:
+    """Build the ``bernoulli`` oracle's ClientManager for ``seed``."""
     if params.p == "labels":
         return BernoulliClientManager(label_p(scenario, seed, params.phi_max), seed)
     return BernoulliClientManager(params.law(scenario), seed)
@@ -171,11 +184,14 @@ def build_bernoulli(params: BernoulliParams, scenario: Scenario, seed: int) -> O
 
 @dataclass(frozen=True)
 class MarkovParams(OracleParams):
-    """Two-state Markov chain per client (CA-Fed Sec. III-D): explicit ``pi`` and
+    """Params of the ``markov`` oracle.
+
+    Two-state Markov chain per client (CA-Fed Sec. III-D): explicit ``pi`` and
     ``lam`` (one each per client), or the paper's generator (Sec. V-A a): half the
     clients pi = 1/2 + g, half pi = 1/2 - g, each half split into lambda = nu and
     lambda ~ N(0, eps^2). ``label_correlated``: clients holding lower class ids get the
-    higher pi (:func:`~fedram_flwr.availability.label_permutation`)."""
+    higher pi (:func:`~fedram_flwr.availability.label_permutation`).
+    """
 
     pi: tuple[float, ...] | None = None
     lam: tuple[float, ...] | None = None
@@ -185,6 +201,7 @@ class MarkovParams(OracleParams):
     label_correlated: bool = False
 
     def check(self, scenario: Scenario) -> None:
+        """Raise :class:`ScenarioError` naming ``availability.params.<field>``."""
         check_range("availability.params.g", self.g, 0.0, 0.5)
         check_range("availability.params.eps", self.eps, 0.0, None)
         lo = -(0.5 - self.g) / (0.5 + self.g)  # lambda_min of pi = 1/2 -+ g
@@ -215,15 +232,19 @@ class MarkovParams(OracleParams):
 
 
 def build_markov(params: MarkovParams, scenario: Scenario, seed: int) -> OracleClientManager:
+    """Build the ``markov`` oracle's ClientManager for ``seed``."""
     return MarkovClientManager(*params.law(scenario, seed), seed)
 
 
 @dataclass(frozen=True)
 class ClusteredParams(OracleParams):
-    """One Markov chain per cluster switches all its clients together (CA-Fed Sec. V-B
+    """Params of the ``clustered`` oracle.
+
+    One Markov chain per cluster switches all its clients together (CA-Fed Sec. V-B
     e). ``cluster_of``: each client's cluster (default: equal contiguous blocks of ids);
     explicit ``pi`` and ``lam`` per cluster, or the paper's: the first half of the
-    clusters pi = 1/2 + g, lambda = 0, the others pi = 1/2 - g, lambda_c = c / C."""
+    clusters pi = 1/2 + g, lambda = 0, the others pi = 1/2 - g, lambda_c = c / C.
+    """
 
     num_clusters: int = 10
     cluster_of: tuple[int, ...] | None = None
@@ -232,6 +253,7 @@ class ClusteredParams(OracleParams):
     g: float = 0.4
 
     def check(self, scenario: Scenario) -> None:
+        """Raise :class:`ScenarioError` naming ``availability.params.<field>``."""
         k = scenario.data.num_clients
         check_range("availability.params.num_clusters", self.num_clusters, 1, k)
         check_range("availability.params.g", self.g, 0.0, 0.5)
@@ -265,6 +287,7 @@ class ClusteredParams(OracleParams):
 
 
 def build_clustered(params: ClusteredParams, scenario: Scenario, seed: int) -> OracleClientManager:
+    """Build the ``clustered`` oracle's ClientManager for ``seed``."""
     pi, lam = params.law()
     return MarkovClientManager(pi, lam, seed, cluster_of=params.clusters(scenario))
 
@@ -272,12 +295,15 @@ def build_clustered(params: ClusteredParams, scenario: Scenario, seed: int) -> O
 # ------------------------------------------------------------------- cyclic
 @dataclass(frozen=True)
 class CyclicParams(OracleParams):
-    """Client k is active ``window`` consecutive rounds of every ``period``, from round
+    """Params of the ``cyclic`` oracle.
+
+    Client k is active ``window`` consecutive rounds of every ``period``, from round
     phase_k + 1 on; ``phase`` (one per client) defaults to evenly spread starts, or with
     ``groups`` G to G contiguous blocks of ids taking turns (block g from round
     g P / G + 1). ``clients_per_round``: relay m of the active clients, drawn uniformly
     (default: all). Crawshaw and Liu's periodic participation (NeurIPS 2024, their
-    FashionMNIST run) is period 20, window 4, groups 5, clients_per_round 10 of 250."""
+    FashionMNIST run) is period 20, window 4, groups 5, clients_per_round 10 of 250.
+    """
 
     period: int = 10
     window: int = 5
@@ -286,6 +312,7 @@ class CyclicParams(OracleParams):
     clients_per_round: int | None = None
 
     def check(self, scenario: Scenario) -> None:
+        """Raise :class:`ScenarioError` naming ``availability.params.<field>``."""
         check_range("availability.params.period", self.period, 1, None)
         check_range("availability.params.window", self.window, 1, self.period)
         k = scenario.data.num_clients
@@ -305,6 +332,7 @@ class CyclicParams(OracleParams):
 
 
 def build_cyclic(params: CyclicParams, scenario: Scenario, seed: int) -> OracleClientManager:
+    """Build the ``cyclic`` oracle's ClientManager for ``seed``."""
     k = scenario.data.num_clients
     if params.phase is not None:
         phase: Any = params.phase
@@ -320,11 +348,14 @@ def build_cyclic(params: CyclicParams, scenario: Scenario, seed: int) -> OracleC
 # ----------------------------------------------------------- min-separation
 @dataclass(frozen=True)
 class MinSeparationParams(OracleParams):
-    """Minimum-separation participation (Sun et al., ICLR 2025, Sec. 3): each round
+    """Params of the ``min-separation`` oracle.
+
+    Minimum-separation participation (Sun et al., ICLR 2025, Sec. 3): each round
     ``clients_per_round`` (m) clients among those that did not participate in the last
     ``separation`` (R) rounds, drawn proportionally to their weights ``q`` (one per
     client; default spread evenly from 1 down to ``q_min``: the paper's values are not
-    public). Needs (R + 1) m <= data.num_clients; equality is the paper's cyclic case."""
+    public). Needs (R + 1) m <= data.num_clients; equality is the paper's cyclic case.
+    """
 
     separation: int = 1
     clients_per_round: int = 1
@@ -332,6 +363,7 @@ class MinSeparationParams(OracleParams):
     q_min: float = 0.1
 
     def check(self, scenario: Scenario) -> None:
+        """Raise :class:`ScenarioError` naming ``availability.params.<field>``."""
         k = scenario.data.num_clients
         check_range("availability.params.clients_per_round", self.clients_per_round, 1, k)
         check_range("availability.params.q_min", self.q_min, 0.0, 1.0, lo_open=True)
@@ -351,6 +383,7 @@ class MinSeparationParams(OracleParams):
 def build_min_separation(
     params: MinSeparationParams, scenario: Scenario, seed: int
 ) -> OracleClientManager:
+    """Build the ``min-separation`` oracle's ClientManager for ``seed``."""
     return MinSeparationClientManager(
         params.weights(scenario),
         seed,
@@ -384,12 +417,15 @@ ORACLES: dict[str, OracleSpec[Any]] = {
 
 
 def oracle_spec(scenario: Scenario) -> OracleSpec[Any]:
-    """The spec ``availability.oracle`` names."""
+    """Return the spec ``availability.oracle`` names."""
     return lookup(ORACLES, scenario.availability.oracle, "availability.oracle")
 
 
 def oracle_params(scenario: Scenario) -> OracleParams:
-    """``availability.params`` as its oracle's params dataclass (keys and types
-    checked; :func:`~fedram_flwr.registry.validate.validate` runs its ``check``)."""
+    """Return ``availability.params`` as its oracle's params dataclass.
+
+    ``availability.params`` as its oracle's params dataclass (keys and types
+    checked; :func:`~fedram_flwr.registry.validate.validate` runs its ``check``).
+    """
     spec = oracle_spec(scenario)
     return build_dataclass(spec.params, scenario.availability.params, "availability.params.")
