@@ -16,7 +16,9 @@
   client behaviour traces (wall-clock intervals) mapped to rounds;
 - :mod:`.timed`: availability on the simulated clock (who is available at t seconds):
   traces in seconds, a diurnal law, any round-indexed oracle one round per tick;
-- :mod:`.connected`: the Deployment Engine's physical availability.
+- :mod:`.connected`: the Deployment Engine's physical availability;
+- :mod:`.specs`: the oracle specs a scenario names (``ORACLES``; a node's data split reads
+  them), re-exported by :mod:`fedram_flwr.registry`; this package does not import it.
 """
 
 from fedram_flwr.availability.connected import ConnectedClientManager, ReportingProxy

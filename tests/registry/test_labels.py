@@ -1,4 +1,4 @@
-"""The FedAWE paper's rule p_i = <nu_i, phi> (fedram_flwr/registry/labels.py, App. J.3)
+"""The FedAWE paper's rule p_i = <nu_i, phi> (fedram_flwr/availability/specs/labels.py, App. J.3)
 as an option of the ``bernoulli`` oracle (``p: labels``): p_i by hand from the
 partition's labels, the same rule and phi as the ``nonstationary`` oracle's, the same
 draws as explicit p, and every bad value a ScenarioError naming the field."""
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from fedram_flwr.availability import BernoulliClientManager
+from fedram_flwr.availability.specs.labels import label_p
 from fedram_flwr.config import ScenarioError
 from fedram_flwr.experiment import Experiment, availability_law, build_oracle
-from fedram_flwr.registry.labels import label_p
 from fedram_flwr.rng import stream
 from tests.helpers import scenario_with
 

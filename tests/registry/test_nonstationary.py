@@ -1,4 +1,4 @@
-"""The ``nonstationary`` oracle's spec (fedram_flwr/registry/nonstationary.py): the
+"""The ``nonstationary`` oracle's spec (fedram_flwr/availability/specs/nonstationary.py): the
 paper's p_i = <nu_i, phi> from each client's labels, every bad parameter a ScenarioError
 naming the field, and the example scenario runs."""
 

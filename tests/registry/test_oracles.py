@@ -1,4 +1,4 @@
-"""The oracle specs (fedram_flwr/registry/oracles.py): params checked at load time with
+"""The oracle specs (fedram_flwr/availability/specs/oracles.py): params checked at load time with
 the field named, without building a ClientManager; hidden laws and rare clients."""
 
 from __future__ import annotations
