@@ -33,8 +33,27 @@ def process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
-def clientapp_pids(name: bytes = b"flwr-clientapp") -> list[int]:
-    """The running processes whose command line names ``name``."""
+def parent_of(pid: int) -> int:
+    """The parent process id of ``pid`` (``/proc/<pid>/stat``; 0 once it has ended)."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def descends_from(pid: int, root: int) -> bool:
+    """Whether ``root`` is ``pid`` or one of its ancestors (walking the parent links)."""
+    while pid > 1:
+        if pid == root:
+            return True
+        pid = parent_of(pid)
+    return False
+
+
+def clientapp_pids(name: bytes = b"flwr-clientapp", root: int | None = None) -> list[int]:
+    """The running processes whose command line names ``name``; with ``root``, only the
+    descendants of process ``root`` (so another run's processes on the machine never
+    count)."""
     pids = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -43,16 +62,17 @@ def clientapp_pids(name: bytes = b"flwr-clientapp") -> list[int]:
                     pids.append(int(entry))
             except OSError:  # ended meanwhile
                 pass
-    return pids
+    return [p for p in pids if root is None or descends_from(p, root)]
 
 
 def measure(command: list[str]) -> dict[str, object]:
-    """Run ``command``; the CPU seconds of every ``flwr-clientapp`` seen meanwhile."""
+    """Run ``command``; the CPU seconds of every ``flwr-clientapp`` it started (its
+    descendants: other runs on the machine are not counted)."""
     seen: dict[int, float] = {}
     start = time.perf_counter()
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL)
     while proc.poll() is None:
-        for pid in clientapp_pids():
+        for pid in clientapp_pids(root=proc.pid):
             try:
                 seen[pid] = process_cpu(pid)
             except (OSError, IndexError):

@@ -85,7 +85,8 @@ def test_issue_reference_loop_times_each_round_of_the_engines_clients() -> None:
 def test_clientapp_cpu_bench_reads_a_process_cpu_and_finds_it_by_name() -> None:
     """What the Deployment bench reads of each ``flwr-clientapp``: a process's CPU
     seconds from /proc (this one's, which has used some), and the processes whose
-    command line holds a name (a child waiting on its stdin, by a marker)."""
+    command line holds a name (a child waiting on its stdin, by a marker), among the
+    descendants of a given process only (other runs' clientapps never count)."""
     bench = load_bench("clientapp_cpu")
     assert 0 < bench.process_cpu(os.getpid()) <= time.process_time() + 1
     marker = "sys.stdin.read()  # clientapp-cpu-bench"
@@ -96,6 +97,9 @@ def test_clientapp_cpu_bench_reads_a_process_cpu_and_finds_it_by_name() -> None:
     try:
         assert child.stdout.readline() == "ready\n"
         assert bench.clientapp_pids(marker.encode()) == [child.pid]
+        assert bench.clientapp_pids(marker.encode(), root=os.getpid()) == [child.pid]
+        assert bench.clientapp_pids(marker.encode(), root=child.pid) == [child.pid]
+        assert bench.clientapp_pids(marker.encode(), root=1 << 22) == []  # no such ancestor
     finally:
         child.communicate()
     spent = bench.measure([sys.executable, "-c", "pass"])
