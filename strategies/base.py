@@ -1,40 +1,26 @@
 """Base of the legacy Flower adapters: a core behind Flower's ``Strategy``.
 
 A :class:`~fedram_flwr.strategies.core.Core` behind Flower's ``Strategy`` (through
-``FedAvg``, for its client sampling, config and evaluation plumbing).
-
-What every adapter shares is written here once: results taken in partition-id order
-(sums are the same in every engine, whatever order the replies arrived in), the refusal
-of replies that are no update (:func:`~fedram_flwr.strategies.rounds.refusals`: a bad or
-duplicated partition id, NaN or inf; each a failure of its client, named in the log),
-the failure guard (``accept_failures=False``: a round with a failure aggregates nothing
-and leaves the state as it was; ``max_failed_rounds`` rounds in a row that aggregated
-nothing because clients failed stop the run with
-:class:`~fedram_flwr.strategies.rounds.FailedRoundsError`), the fit-metrics aggregation,
-and the rule that every round counts. The engines' server
-(:class:`~fedram_flwr.engines.server.StrategyEveryRound`) calls ``aggregate_fit`` with
-no results in a round in which nobody is available, and the core decides (FedAR and MIFA
-step from memory, the others keep the model); under Flower's stock ``Server``, which
-skips such a round, the core still learns how many rounds elapsed since the last
-aggregation.
+``FedAvg``, for its client sampling, config and evaluation plumbing):
+:class:`CoreStrategy`. What every adapter shares in ``aggregate_fit`` (partition-id
+order, the refusals, the failure guard, every round counts) is
+:class:`~fedram_flwr.strategies.reply_aggregation.ReplyAggregation`; the conversions
+between Flower's wire types and the cores' replies are in
+:mod:`~fedram_flwr.strategies.wire`. Both are re-exported here.
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Iterable, Sequence
-from functools import partial
-from logging import WARNING
 from typing import Any, ClassVar
 
 from flwr.common import (
     FitIns,
-    FitRes,
     NDArrays,
     Parameters,
     Scalar,
 )
-from flwr.common.logger import log
 from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import FedAvg as FlowerFedAvg
@@ -50,9 +36,6 @@ from fedram_flwr.protocol import (
     NUM_EXAMPLES,
     PARTITION_ID,
     ClientReply,
-    npy_array,
-    npy_bytes,
-    reply_partition_id,
 )
 from fedram_flwr.strategies.core import Core, Outcome
 from fedram_flwr.strategies.hyper import (
@@ -61,293 +44,19 @@ from fedram_flwr.strategies.hyper import (
     parameters_doc,
     with_parameters_doc,
 )
-from fedram_flwr.strategies.round_driver import Received, RoundPolicy, RoundState, drive_round
-from fedram_flwr.strategies.rounds import DEFAULT_MAX_FAILED_ROUNDS, FailedRounds
+from fedram_flwr.strategies.reply_aggregation import ReplyAggregation
+from fedram_flwr.strategies.rounds import DEFAULT_MAX_FAILED_ROUNDS
+from fedram_flwr.strategies.wire import client_id as client_id
+from fedram_flwr.strategies.wire import failure_text as failure_text
+from fedram_flwr.strategies.wire import received as received
+from fedram_flwr.strategies.wire import to_arrays, to_parameters
+from fedram_flwr.strategies.wire import to_reply as to_reply
+from fedram_flwr.strategies.wire import warn as warn
 
 LEGACY_HINT = (
     f"its client answers get_properties with '{PARTITION_ID}' (and '{NUM_EXAMPLES}', m_i: "
     "the project's NumPyClients do)"
 )
-
-
-def to_parameters(arrays: NDArrays) -> Parameters:
-    """Encode arrays as Flower's ``ndarrays_to_parameters`` does, byte for byte.
-
-    By the protocol's codec (:func:`~fedram_flwr.protocol.npy_bytes`; ~20x cheaper for a
-    small model, which matters when it runs every round).
-
-    Parameters
-    ----------
-    arrays : list of np.ndarray
-        The arrays, any shapes and dtypes.
-
-    Returns
-    -------
-    flwr.common.Parameters
-        One ``.npy`` blob per array, ``tensor_type="numpy.ndarray"``.
-    """
-    return Parameters(tensors=[npy_bytes(a) for a in arrays], tensor_type="numpy.ndarray")
-
-
-def to_arrays(parameters: Parameters) -> NDArrays:
-    """Decode Flower ``Parameters`` into the arrays ``parameters_to_ndarrays`` gives.
-
-    By the protocol's codec (:func:`~fedram_flwr.protocol.npy_array`).
-
-    Parameters
-    ----------
-    parameters : flwr.common.Parameters
-        One ``.npy`` blob per array.
-
-    Returns
-    -------
-    list of np.ndarray
-        The arrays, in order.
-    """
-    return [npy_array(t) for t in parameters.tensors]
-
-
-def client_id(res: FitRes) -> int:
-    """Return the partition id a client reports in its fit metrics.
-
-    Parameters
-    ----------
-    res : FitRes
-        A client's fit result, with ``partition-id`` in its metrics.
-
-    Returns
-    -------
-    int
-        The partition id, >= 0 for the project's clients.
-    """
-    return int(res.metrics[PARTITION_ID])
-
-
-def failure_text(failure: tuple[ClientProxy, FitRes] | BaseException) -> str:
-    """Describe one failure of a round (Flower's ``failures`` entry) as the log quotes it.
-
-    Parameters
-    ----------
-    failure : tuple of (ClientProxy, FitRes) or BaseException
-        An entry of Flower's ``failures``: an exception, or a reply with a non-OK status.
-
-    Returns
-    -------
-    str
-        ``"ExcType: message"`` or ``"client <cid>: <status code>: <status message>"``.
-    """
-    if isinstance(failure, BaseException):
-        return f"{type(failure).__name__}: {failure}"
-    proxy, res = failure
-    return f"client {proxy.cid}: {res.status.code.name}: {res.status.message}"
-
-
-def received(proxy: ClientProxy | None, res: FitRes) -> Received[FitRes]:
-    """Wrap a ``FitRes`` as the round driver screens it (its sender named by its proxy).
-
-    Parameters
-    ----------
-    proxy : ClientProxy or None
-        The sender (``None``: named "a client").
-    res : FitRes
-        Its fit result; its arrays are decoded only when the driver asks for them.
-
-    Returns
-    -------
-    Received
-        The reply, its sender's name, its claimed partition id and metrics.
-    """
-    sender = "a client" if proxy is None else f"client {proxy.cid}"
-    return Received(
-        res, sender, res.metrics.get(PARTITION_ID), res.metrics, partial(to_arrays, res.parameters)
-    )
-
-
-def warn(line: str) -> None:
-    """Log a round's warning in Flower's log (level ``WARNING``).
-
-    Parameters
-    ----------
-    line : str
-        The warning, logged as is.
-    """
-    log(WARNING, "%s", line)
-
-
-def to_reply(res: FitRes, needs_id: bool = True, strategy: str = "strategy") -> ClientReply:
-    """Convert a ``FitRes`` into the reply the cores see; its arrays decode when asked for.
-
-    Parameters
-    ----------
-    res : FitRes
-        A client's fit result.
-    needs_id : bool
-        Whether the metrics must carry a partition id (``False``: plain FedAvg, which also
-        serves stock Flower clients).
-    strategy : str
-        The strategy's name, for the error message.
-
-    Returns
-    -------
-    ClientReply
-        Partition id, m_i (``num_examples``), metrics and a lazy decoder of the arrays.
-
-    Raises
-    ------
-    ValueError
-        If ``needs_id`` and the metrics carry no valid partition id
-        (:func:`~fedram_flwr.protocol.reply_partition_id`).
-    """
-    pid = reply_partition_id(res.metrics, needs_id, strategy)
-    return ClientReply(
-        pid, res.num_examples, res.metrics, lambda: [npy_array(t) for t in res.parameters.tensors]
-    )
-
-
-class ReplyAggregation:
-    """Mixin of ``aggregate_fit`` over a Flower strategy.
-
-    ``FitRes`` become the round driver's
-    :class:`~fedram_flwr.strategies.round_driver.Received` replies, the round is
-    :func:`~fedram_flwr.strategies.round_driver.drive_round` (the guard, the order, the
-    elapsed rounds, the core's aggregation), then the fit metrics are aggregated; the core
-    is :meth:`round_core`.
-
-    Parameters
-    ----------
-    *args
-        Passed on to the Flower strategy.
-    max_failed_rounds : int, default 3
-        Rounds in a row that aggregate nothing because clients failed before the run
-        stops (:class:`~fedram_flwr.strategies.rounds.FailedRounds`), >= 1.
-    **kwargs
-        Passed on to the Flower strategy.
-    """
-
-    accept_failures: bool
-    fit_metrics_aggregation_fn: Any
-    needs_partition_id = True  # False: plain FedAvg also serves stock Flower clients
-    last_round = 0  # the last round aggregated
-
-    def __init__(
-        self, *args: Any, max_failed_rounds: int = DEFAULT_MAX_FAILED_ROUNDS, **kwargs: Any
-    ) -> None:
-        """Set up the failure guard; the other arguments go to the Flower strategy."""
-        self.failed_rounds = FailedRounds(max_failed_rounds)
-        super().__init__(*args, **kwargs)
-
-    def client_count(self) -> int | None:
-        """Return N: reply partition ids must lie in 0..N-1 (``None``: any id >= 0)."""
-        return self.round_core()[0].client_count()
-
-    def round_core(self) -> tuple[Core, Any]:
-        """Return the core that aggregates this round's replies, and its state.
-
-        Returns
-        -------
-        tuple of (Core, Any)
-            The core and its current state.
-        """
-        raise NotImplementedError
-
-    def take_outcome(self, outcome: Outcome) -> NDArrays | None:
-        """Keep ``outcome``'s state and return the new global arrays.
-
-        Parameters
-        ----------
-        outcome : Outcome
-            The core's aggregation of the round.
-
-        Returns
-        -------
-        list of np.ndarray or None
-            The new global arrays (``None``: keep the model).
-        """
-        raise NotImplementedError
-
-    def checkpoint(self) -> dict[str, Any]:
-        """Return what this strategy carries from one round to the next, by attribute name.
-
-        A run's checkpoint: the last round aggregated. What Flower's classes hold is set
-        anew each round (QFedAvg's ``pre_weights`` in ``configure_fit``).
-
-        Returns
-        -------
-        dict of str to Any
-            ``{"last_round": t}``, t >= 0 (0: none yet).
-        """
-        return {"last_round": self.last_round}
-
-    def restore(self, saved: dict[str, Any]) -> None:
-        """Take back what :meth:`checkpoint` gave (resuming a run).
-
-        Parameters
-        ----------
-        saved : dict of str to Any
-            Attribute name -> value, as :meth:`checkpoint` returned them.
-        """
-        for name, value in saved.items():
-            setattr(self, name, value)
-
-    def aggregate_fit(
-        self,
-        server_round: int,
-        results: list[tuple[ClientProxy, FitRes]],
-        failures: list[tuple[ClientProxy, FitRes] | BaseException],
-    ) -> tuple[Parameters | None, dict[str, Scalar]]:
-        """Aggregate a round's replies through the core.
-
-        Replies are screened (:func:`~fedram_flwr.strategies.rounds.refusals`) and taken
-        in partition-id order; with ``accept_failures=False`` a round with a failure
-        aggregates nothing and keeps the state.
-
-        Parameters
-        ----------
-        server_round : int
-            t, >= 1.
-        results : list of tuple of (ClientProxy, FitRes)
-            The replies, in any order.
-        failures : list of tuple of (ClientProxy, FitRes) or BaseException
-            The round's failures.
-
-        Returns
-        -------
-        tuple of (Parameters or None, dict of str to Scalar)
-            The new global model (``None``: keep the model) and the round's metrics: the
-            aggregated fit metrics and the core's diagnostics.
-
-        Raises
-        ------
-        FailedRoundsError
-            After ``max_failed_rounds`` rounds in a row that aggregated nothing because
-            clients failed.
-        """
-        name = type(self).__name__
-        core, state = self.round_core()
-        result = drive_round(
-            core,
-            state,
-            server_round,
-            [received(proxy, res) for proxy, res in results],
-            [failure_text(f) for f in failures],
-            RoundState(self.failed_rounds, self.last_round),
-            RoundPolicy(self.accept_failures),
-            reply_of=lambda r: to_reply(r.source, self.needs_partition_id, name),
-            strategy=name,
-            warn=warn,
-        )
-        self.failed_rounds, self.last_round = result.rounds.guard, result.rounds.last_round
-        if result.outcome is None:
-            return None, {}
-        arrays = self.take_outcome(result.outcome)
-        metrics: dict[str, Scalar] = {}
-        if self.fit_metrics_aggregation_fn and result.kept:
-            metrics = self.fit_metrics_aggregation_fn(
-                [(r.num_examples, r.metrics) for _, r in result.kept]
-            )
-        params = None if arrays is None else to_parameters(arrays)
-        return params, {**metrics, **result.outcome.diagnostics}
-
 
 FLOWER_FEDAVG_ARGS = tuple(
     p for p in inspect.signature(FlowerFedAvg.__init__).parameters if p not in ("self", "kwargs")

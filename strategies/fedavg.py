@@ -27,9 +27,10 @@ from typing import Any
 import numpy as np
 
 from fedram_flwr.protocol import Arrays, ClientReply, in_partition_order
-from fedram_flwr.strategies.base import CoreStrategy, client_id
+from fedram_flwr.strategies.base import CoreStrategy
 from fedram_flwr.strategies.core import Core, Outcome
 from fedram_flwr.strategies.hyper import server_lr_hyper
+from fedram_flwr.strategies.wire import client_id
 
 __all__ = [
     "FedAvg",

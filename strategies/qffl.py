@@ -45,9 +45,9 @@ from flwr.server.strategy import QFedAvg
 from flwr.server.strategy.aggregate import aggregate_qffl
 
 from fedram_flwr.protocol import RECEIVED_LOSS, ClientReply
-from fedram_flwr.strategies.base import ReplyAggregation
 from fedram_flwr.strategies.core import Core, Outcome
 from fedram_flwr.strategies.hyper import hyper
+from fedram_flwr.strategies.reply_aggregation import ReplyAggregation
 
 
 def qffl_terms(

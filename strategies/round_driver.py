@@ -1,6 +1,6 @@
 """One round of every strategy, Flower-free: the round policy both Flower faces call.
 
-The legacy adapters (:class:`~fedram_flwr.strategies.base.ReplyAggregation`), the
+The legacy adapters (:class:`~fedram_flwr.strategies.reply_aggregation.ReplyAggregation`), the
 Message-API ones (:class:`~fedram_flwr.message_api.strategy.CoreMessageStrategy`,
 ``QFFL``) and ``with_availability`` only turn their wire types into :class:`Received`
 replies and failure texts, call this module, and turn its :class:`RoundResult` back into
