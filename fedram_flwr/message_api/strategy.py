@@ -35,12 +35,18 @@ Message API:
   the model as the user built it (``to_torch_state_dict()`` works). The full broadcast
   is ``strategy.broadcast_arrays()``; the core's extras (t, eta) join ``evaluate_fn``'s
   metrics, as in the legacy ``evaluate``.
+
+Both evaluations (``configure_evaluate``, ``start``'s ``evaluate_fn``) are the mixin
+:class:`~fedram_flwr.message_api.evaluation.Evaluation`; :func:`metric_values` and
+``EvaluateFn`` live there too, re-exported here. The partition-id lookup without an
+availability wrapper is the mixin
+:class:`~fedram_flwr.message_api.node_partitions.PartitionLookup`.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable
 from logging import INFO
 from typing import Any, ClassVar
 
@@ -55,13 +61,14 @@ from flwr.app import (
     RecordDict,
 )
 from flwr.serverapp import Grid
-from flwr.serverapp.strategy import FedAvg, Result
+from flwr.serverapp.strategy import FedAvg
 from flwr.supercore import log
 
-from fedram_flwr.message_api.partitions import grid_query
+from fedram_flwr.message_api.evaluation import EvaluateFn as EvaluateFn
+from fedram_flwr.message_api.evaluation import Evaluation, metric_values
+from fedram_flwr.message_api.node_partitions import PartitionLookup
 from fedram_flwr.message_api.round_guard import client_reply, error_text, received, warn
 from fedram_flwr.message_api.round_view import RoundView
-from fedram_flwr.partition_directory import DEFAULT_QUERY_TIMEOUT, PartitionDirectory
 from fedram_flwr.protocol import Arrays
 from fedram_flwr.strategies.core import Core
 from fedram_flwr.strategies.hyper import (
@@ -90,41 +97,9 @@ GUARD_ARGS_DOC = (
     "    ``min_available_nodes``, ``weighted_by_key``, ``arrayrecord_key``, ...)."
 )
 
-EvaluateFn = Callable[[int, ArrayRecord], MetricRecord | None]
-
-
-# ------------------------------------------------------------------ replies
-def metric_values(values: Mapping[str, Any]) -> dict[str, int | float | list]:
-    """Convert ``values`` into ``MetricRecord`` values.
-
-    Parameters
-    ----------
-    values : mapping of str to Any
-        Diagnostics or metrics.
-
-    Returns
-    -------
-    dict of str to int, float or list
-        Numpy scalars as Python numbers, 1-D arrays as lists, bools as ints; ``None`` and
-        anything else (nested values) left out.
-    """
-    out: dict[str, int | float | list] = {}
-    for key, value in values.items():
-        if isinstance(value, np.ndarray) and value.ndim == 1:
-            value = value.tolist()
-        elif isinstance(value, np.generic):
-            value = value.item()
-        if isinstance(value, bool):
-            value = int(value)
-        if isinstance(value, int | float) or (
-            isinstance(value, list) and all(isinstance(v, int | float) for v in value)
-        ):
-            out[key] = value
-    return out
-
 
 # ------------------------------------------------------------------ the base
-class CoreMessageStrategy(FedAvg):
+class CoreMessageStrategy(Evaluation, PartitionLookup, FedAvg):
     """An algorithm core as a Flower Message-API strategy (see the module docstring).
 
     Subclasses set ``core_type``; their keyword-only constructor takes the core's
@@ -157,8 +132,6 @@ class CoreMessageStrategy(FedAvg):
     picks_among_available: ClassVar[bool] = True  # with_availability's contract
     required_metrics: ClassVar[tuple[str, ...]] = ()  # fit metrics the core reads
     reply_layout: ClassVar[str] = "the model's arrays"
-    query_timeout: float = DEFAULT_QUERY_TIMEOUT  # s: a partition-id question waits at most
-    own_partitions: PartitionDirectory[int] | None = None  # without an availability wrapper
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Build the signature and ``Parameters`` of a subclass that sets ``core_type``.
@@ -277,45 +250,6 @@ class CoreMessageStrategy(FedAvg):
         """Return the core's diagnostics of the current state (what a recorder logs)."""
         return self.core.diagnostics(self.state)
 
-    # --------------------------------------------------------------- partitions
-    def partition_directory(self) -> PartitionDirectory[int]:
-        """Return the strategy's own partition directory, made on first use.
-
-        For when no availability wrapper says who is who; a question waits at most
-        ``query_timeout`` s.
-        """
-        if self.own_partitions is None:
-            self.own_partitions = PartitionDirectory(self.query_timeout)
-        return self.own_partitions
-
-    def partition_ids(self, grid: Grid, nodes: Iterable[int], hint: str) -> dict[int, int]:
-        """Map ``nodes`` to their partition ids, each new one asked once.
-
-        Parameters
-        ----------
-        grid : Grid
-            Where the ``"query.partition_id"`` messages go.
-        nodes : iterable of int
-            Flower node ids.
-        hint : str
-            What to change, ending the error message.
-
-        Returns
-        -------
-        dict of int to int
-            Node id -> partition id (through :meth:`partition_directory`).
-
-        Raises
-        ------
-        AvailabilityError
-            If a node answers wrongly or not within ``query_timeout`` s
-            (:class:`~fedram_flwr.partition_directory.AvailabilityError`).
-        """
-        placed = self.partition_directory().require(
-            nodes, grid_query(grid), type(self).__name__, hint
-        )
-        return {node: p.partition_id for node, p in placed.items()}
-
     # --------------------------------------------------------------- rounds
     def pick(self, server_round: int, nodes: list[int], partitions: list[int]) -> list[int]:
         """Choose the available nodes that train in ``server_round``: all of them.
@@ -375,42 +309,6 @@ class CoreMessageStrategy(FedAvg):
         config["server-round"] = server_round
         record = RecordDict({self.arrayrecord_key: broadcast, self.configrecord_key: config})
         return self._construct_messages(record, nodes, MessageType.TRAIN)
-
-    def configure_evaluate(
-        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
-    ) -> Iterable[Message]:
-        """Send the model to evaluate, as Flower's ``configure_evaluate`` does.
-
-        The model is :meth:`model_arrays` (theta without t, x without c, under the keys of
-        ``start``'s ``initial_arrays``), so that a stock Flower ``@app.evaluate()`` handler
-        (``to_torch_state_dict()``) evaluates it unchanged.
-
-        Parameters
-        ----------
-        server_round : int
-            t, >= 0.
-        arrays : ArrayRecord
-            The current model (used only before any state).
-        config : ConfigRecord
-            The evaluate config; ``server-round`` joins it.
-        grid : Grid
-            The grid (or an availability wrapper's view of it).
-
-        Returns
-        -------
-        iterable of Message
-            Flower's sample; under an availability wrapper, every available node (none
-            if ``fraction_evaluate`` is 0).
-        """
-        model = arrays if self.state is None else self.model_arrays()
-        if not isinstance(grid, RoundView):
-            return super().configure_evaluate(server_round, model, config, grid)
-        if self.fraction_evaluate == 0.0:
-            return []
-        config["server-round"] = server_round
-        record = RecordDict({self.arrayrecord_key: model, self.configrecord_key: config})
-        nodes = sorted(grid.get_node_ids(), key=grid.partition_of.__getitem__)
-        return self._construct_messages(record, nodes, MessageType.EVALUATE)
 
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
@@ -474,95 +372,3 @@ class CoreMessageStrategy(FedAvg):
             metrics = self.train_metrics_aggr_fn(contents, self.weighted_by_key)
         metrics = MetricRecord({**metrics, **metric_values(result.outcome.diagnostics)})
         return (self.model_arrays() if result.moved else None), (metrics or None)
-
-    # --------------------------------------------------------------- evaluation
-    def evaluation_extras(self, server_round: int, evaluate_fn: EvaluateFn) -> dict[str, Any]:
-        """Return the metrics beside ``evaluate_fn``'s: the core's extras of the state (t, eta).
-
-        Parameters
-        ----------
-        server_round : int
-            t, >= 0.
-        evaluate_fn : callable
-            The user's ``evaluate_fn`` (unused here; subclasses may read it).
-
-        Returns
-        -------
-        dict of str to Any
-            ``MetricRecord`` values (:func:`metric_values`).
-        """
-        return metric_values(self.core.evaluated(self.broadcast_arrays())[1])
-
-    def prepare_start(
-        self, initial_arrays: ArrayRecord, evaluate_fn: EvaluateFn | None
-    ) -> EvaluateFn | None:
-        """Do what :meth:`start` does before Flower's loop.
-
-        An availability wrapper's ``start`` calls it too.
-
-        Parameters
-        ----------
-        initial_arrays : ArrayRecord
-            The initial model; the state is reset to it (:meth:`reset`).
-        evaluate_fn : callable or None
-            (round, model) -> ``MetricRecord`` or ``None``.
-
-        Returns
-        -------
-        callable or None
-            ``evaluate_fn`` with :meth:`evaluation_extras` added to its metrics
-            (``None`` without one).
-        """
-        self.reset(initial_arrays)
-        if evaluate_fn is None:
-            return None
-
-        def evaluate(server_round: int, arrays: ArrayRecord) -> MetricRecord | None:
-            result = evaluate_fn(server_round, arrays)
-            if result is None:
-                return None
-            return MetricRecord({**result, **self.evaluation_extras(server_round, evaluate_fn)})
-
-        return evaluate
-
-    def start(
-        self,
-        grid: Grid,
-        initial_arrays: ArrayRecord,
-        num_rounds: int = 3,
-        timeout: float = 3600,
-        train_config: ConfigRecord | None = None,
-        evaluate_config: ConfigRecord | None = None,
-        evaluate_fn: EvaluateFn | None = None,
-    ) -> Result:
-        """Run Flower's ``start`` from the state of ``initial_arrays``.
-
-        ``evaluate_fn`` sees the model, and its metrics gain :meth:`evaluation_extras`.
-
-        Parameters
-        ----------
-        grid : Grid
-            The grid (or an availability wrapper's view of it).
-        initial_arrays : ArrayRecord
-            The initial model.
-        num_rounds : int
-            Rounds to run, >= 1.
-        timeout : float
-            Seconds a round waits for replies at most, > 0; a node that misses it is
-            absent from the round.
-        train_config : ConfigRecord or None
-            Sent to the trainers each round.
-        evaluate_config : ConfigRecord or None
-            Sent to the evaluators each round.
-        evaluate_fn : callable or None
-            (round, model) -> ``MetricRecord`` or ``None``, the server-side evaluation.
-
-        Returns
-        -------
-        Result
-            Flower's result: the final model (``Result.arrays``) and the metrics.
-        """
-        evaluate = self.prepare_start(initial_arrays, evaluate_fn)
-        return super().start(
-            grid, initial_arrays, num_rounds, timeout, train_config, evaluate_config, evaluate
-        )

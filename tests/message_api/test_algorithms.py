@@ -19,8 +19,8 @@ from flwr.common import Code, FitRes, Status, ndarrays_to_parameters, parameters
 
 from fedram_flwr import message_api
 from fedram_flwr.availability import NonStationaryLaw
+from fedram_flwr.message_api.evaluation import metric_values
 from fedram_flwr.message_api.partitions import PARTITION_QUERY, PARTITION_RECORD
-from fedram_flwr.message_api.strategy import metric_values
 from fedram_flwr.protocol import (
     LOCAL_OPTIMUM,
     NUM_EXAMPLES,
