@@ -21,16 +21,15 @@ from fedram_flwr.message_api.algorithms import (
     FedAvgAll,
     FedAvgIS,
     FedAvgSampled,
-    FedAWE,
     FedCVaRAvg,
     FedStale,
     FedStaleActive,
     FedVARP,
     MoreAvailable,
-    RFedFair,
     Scaffold,
     Unbiased,
 )
+from fedram_flwr.message_api.algorithms_per_node import FedAWE, RFedFair
 from fedram_flwr.message_api.availability import AvailabilityStrategy, with_availability
 from fedram_flwr.message_api.partitions import partition_id_query
 from fedram_flwr.message_api.round_guard import ordered_replies

@@ -6,8 +6,8 @@ strategy's own :class:`~fedram_flwr.partition_directory.PartitionDirectory` (mad
 first use) and asks each new node once, through the partition-id query
 (:func:`~fedram_flwr.message_api.partitions.grid_query`), waiting at most
 ``query_timeout`` s. Under an availability wrapper the wrapper's grid view says who is
-who instead. FedAWE and rFedFair (:mod:`~fedram_flwr.message_api.algorithms`) use
-it.
+who instead. FedAWE and rFedFair (:mod:`~fedram_flwr.message_api.algorithms_per_node`)
+use it.
 """
 
 from __future__ import annotations
