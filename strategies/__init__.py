@@ -16,9 +16,10 @@ from fedram_flwr.strategies.fed_cvar_avg import (
     cvar_local_objective,
 )
 from fedram_flwr.strategies.fedar import FedAR
+from fedram_flwr.strategies.fedau import FedAU
 from fedram_flwr.strategies.fedavg import FedAvg
 from fedram_flwr.strategies.fedawe import FedAWE
-from fedram_flwr.strategies.participation import FedAU, FedAvgAll, FedAvgIS, FedAvgSampled
+from fedram_flwr.strategies.participation import FedAvgAll, FedAvgIS, FedAvgSampled
 from fedram_flwr.strategies.qffl import QFFL
 from fedram_flwr.strategies.rc_fl import RFedFair
 from fedram_flwr.strategies.scaffold import Scaffold

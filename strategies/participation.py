@@ -36,11 +36,16 @@ code gives every baseline one, applied to the aggregated update.
 
 Flower's Message API: ``FedAvgIS``, ``FedAvgSampled``, ``FedAU``, ``FedAvgAll``
 in :mod:`fedram_flwr.message_api` (same core, same arguments).
+
+This module holds FedAvg(S), FedAvg over all clients and FedAvg-IS (and the oracle's
+``known_p``); the step and the base core are in
+:mod:`~fedram_flwr.strategies.reweighted`, FedAU in :mod:`~fedram_flwr.strategies.fedau`;
+both are re-exported here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,51 +54,23 @@ from flwr.common import FitIns, Parameters
 from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 
-from fedram_flwr.protocol import Arrays, ClientReply
+from fedram_flwr.protocol import ClientReply
 from fedram_flwr.rng import stream
 from fedram_flwr.strategies.availability_estimates import pi_hat
-from fedram_flwr.strategies.core import Outcome
+from fedram_flwr.strategies.fedau import FedAU as FedAU
+from fedram_flwr.strategies.fedau import FedAUCore as FedAUCore
+from fedram_flwr.strategies.fedau import FedAUState as FedAUState
+from fedram_flwr.strategies.fedau import fedau_round as fedau_round
+from fedram_flwr.strategies.fedau import fedau_update as fedau_update
+from fedram_flwr.strategies.fedau import fedau_weights as fedau_weights
 from fedram_flwr.strategies.hyper import hyper, server_lr_hyper
-from fedram_flwr.strategies.vector import VectorCore, VectorStrategy, client_models
+from fedram_flwr.strategies.reweighted import ReweightedCore
+from fedram_flwr.strategies.reweighted import ReweightedState as ReweightedState
+from fedram_flwr.strategies.reweighted import reweighted_step as reweighted_step
+from fedram_flwr.strategies.vector import VectorStrategy
 
 
 # ------------------------------------------------------------------ pure functions
-def reweighted_step(
-    w: np.ndarray,
-    client_models: Iterable[np.ndarray],
-    weights: Sequence[float],
-    num_clients: int,
-    server_lr: float = 1.0,
-) -> np.ndarray:
-    """Step w_{t+1} = w_t - eta_g (1/N) sum_{i in A(t)} omega_i (w_t - w_{t,K}^i).
-
-    Accumulated in float64, one client at a time (eta_g = 1 multiplies exactly: the
-    step is then w - (1/N) sum_i ...).
-
-    Parameters
-    ----------
-    w : np.ndarray
-        w_t, shape (d,), float32.
-    client_models : iterable of np.ndarray
-        w_{t,K}^i, shape (d,), of the clients in A(t).
-    weights : sequence of float
-        omega_i, one per model, >= 0.
-    num_clients : int
-        N, >= 1.
-    server_lr : float
-        eta_g, the global learning rate, > 0.
-
-    Returns
-    -------
-    np.ndarray
-        w_{t+1}, shape (d,), float32.
-    """
-    acc = np.zeros(w.shape, dtype=np.float64)
-    for model, omega in zip(client_models, weights, strict=True):
-        acc += omega * (w - model)
-    return (w - server_lr * (acc / num_clients)).astype(np.float32)
-
-
 def subsample(num_available: int, max_clients: int, seed: int, server_round: int) -> np.ndarray:
     """Draw FedAvg(S)'s clients: at most S of the available ones, uniformly.
 
@@ -119,112 +96,6 @@ def subsample(num_available: int, max_clients: int, seed: int, server_round: int
         return np.arange(num_available)
     rng = stream("fedavg-s-subsample", seed, server_round)
     return np.sort(rng.choice(num_available, size=max_clients, replace=False))
-
-
-@dataclass(frozen=True)
-class FedAUState:
-    """Per-client interval statistics of FedAU's online estimator (Alg. 1).
-
-    Parameters
-    ----------
-    omega : np.ndarray
-        Shape (N,), float: the running mean of the observed participation intervals,
-        in rounds.
-    count : np.ndarray
-        Shape (N,), int: M, the intervals observed so far.
-    run : np.ndarray
-        Shape (N,), int: R, the rounds in the interval still open.
-    """
-
-    omega: np.ndarray  # running mean of the observed intervals
-    count: np.ndarray  # M: intervals observed so far
-    run: np.ndarray  # R: rounds in the interval still open
-
-    @classmethod
-    def zeros(cls, num_clients: int) -> FedAUState:
-        """Return the estimator before round 1 for N = ``num_clients`` clients."""
-        z = np.zeros(num_clients, dtype=np.int64)
-        return cls(np.zeros(num_clients), z, z)
-
-
-def fedau_update(state: FedAUState, participated: np.ndarray, cutoff: int) -> FedAUState:
-    """Advance FedAU's estimator by one round (Wang and Ji 2024, Alg. 1).
-
-    R <- R + 1; if i participated or R = K, the interval R closes:
-    omega <- (M omega + R) / (M + 1) (omega = R when M = 0), M <- M + 1, R <- 0.
-
-    Parameters
-    ----------
-    state : FedAUState
-        The estimator before the round.
-    participated : np.ndarray
-        Shape (N,), bool: who participated in the round.
-    cutoff : int
-        K, the longest interval counted, >= 1 (``math.inf``: none).
-
-    Returns
-    -------
-    FedAUState
-        The estimator after the round.
-    """
-    run = state.run + 1
-    close = participated | (run >= cutoff)
-    mean = (state.count * state.omega + run) / (state.count + 1)
-    return FedAUState(
-        omega=np.where(close, mean, state.omega),
-        count=state.count + close,
-        run=np.where(close, 0, run),
-    )
-
-
-def fedau_weights(state: FedAUState) -> np.ndarray:
-    """Return FedAU's omega_i: the mean observed interval, 1 before any was observed.
-
-    Parameters
-    ----------
-    state : FedAUState
-        The estimator.
-
-    Returns
-    -------
-    np.ndarray
-        omega, shape (N,), each >= 1 (rounds).
-    """
-    return np.where(state.count > 0, state.omega, 1.0)
-
-
-def fedau_round(
-    state: FedAUState, num_clients: int, active: list[int], elapsed: int, cutoff: float
-) -> tuple[np.ndarray, FedAUState]:
-    """Run FedAU's estimator over round t (and the rounds skipped before it).
-
-    Parameters
-    ----------
-    state : FedAUState
-        The estimator after the last aggregated round.
-    num_clients : int
-        N, >= 1.
-    active : list of int
-        The partition ids that participated in round t.
-    elapsed : int
-        Rounds since the last aggregation, >= 1: the ``elapsed`` - 1 rounds skipped
-        before t (nobody was available) count as rounds without participation.
-    cutoff : float
-        K, the longest interval counted, >= 1 (``math.inf``: none).
-
-    Returns
-    -------
-    tuple of (np.ndarray, FedAUState)
-        omega_i of the ``active`` clients in round t (from the rounds before t), and the
-        estimator after round t.
-    """
-    none = np.zeros(num_clients, dtype=bool)
-    for _ in range(elapsed - 1):
-        state = fedau_update(state, none, cutoff)
-    omega = fedau_weights(state)[active]
-    participated = none.copy()
-    participated[active] = True
-    return omega, fedau_update(state, participated, cutoff)
 
 
 KnownP = np.ndarray | Callable[[int], np.ndarray]
@@ -317,89 +188,6 @@ def known_probabilities(
 
 
 # ------------------------------------------------------------------------ cores
-@dataclass(frozen=True)
-class ReweightedState:
-    """The reweighted cores' state.
-
-    Parameters
-    ----------
-    w : np.ndarray
-        w_t, shape (d,), float32.
-    estimator : Any
-        The rule's own estimator state: ``None`` for FedAvg(S), the availability counts
-        for FedAvg-IS, :class:`FedAUState` for FedAU.
-    """
-
-    w: np.ndarray
-    estimator: Any = None
-
-
-@dataclass(frozen=True, eq=False, kw_only=True)
-class ReweightedCore(VectorCore[ReweightedState]):
-    """The base of the reweighted cores: a step with per-client weights omega_i.
-
-    Steps by :func:`reweighted_step` with the omega_i of :meth:`weights` and eta_g =
-    ``server_lr`` (exactly 1 unless a subclass declares it).
-    """
-
-    def init(self, initial_arrays: Sequence[np.ndarray]) -> ReweightedState:
-        """Start from the initial model and :meth:`init_estimator`."""
-        return ReweightedState(self.vector(initial_arrays), self.init_estimator())
-
-    def init_estimator(self) -> Any:
-        """Return the estimator state before round 1 (none here)."""
-        return None
-
-    def arrays(self, state: ReweightedState) -> Arrays:
-        """Broadcast w_t."""
-        return self.unflatten(state.w)
-
-    def weights(
-        self, estimator: Any, server_round: int, active: list[int], elapsed: int
-    ) -> tuple[np.ndarray, Any]:
-        """Return omega_i of the active clients and the estimator after round t.
-
-        Parameters
-        ----------
-        estimator : Any
-            The estimator state before round t.
-        server_round : int
-            t, >= 1.
-        active : list of int
-            The partition ids that replied, in 0..N-1.
-        elapsed : int
-            Rounds since the last aggregation, >= 1.
-
-        Returns
-        -------
-        tuple of (np.ndarray, Any)
-            omega_i, shape (len(active),), and the estimator after round t.
-        """
-        raise NotImplementedError
-
-    def aggregate(
-        self,
-        state: ReweightedState,
-        server_round: int,
-        replies: Sequence[ClientReply],
-        elapsed: int,
-    ) -> Outcome[ReweightedState]:
-        """Weigh the replies by :meth:`weights` and step by :func:`reweighted_step`."""
-        active = [r.partition_id for r in replies]
-        omega, estimator = self.weights(state.estimator, server_round, active, elapsed)
-        if not active:  # nobody available: the estimator counts the round, w stays
-            return Outcome(ReweightedState(state.w, estimator), {}, aggregated=False)
-        models = (model for _, model in client_models(replies, state.w))
-        w = reweighted_step(state.w, models, omega, self.num_clients, self.server_lr)
-        return Outcome(
-            ReweightedState(w, estimator),
-            {
-                "lr": self.eta(server_round),
-                "mean-weight": float(np.mean(omega)),
-            },
-        )
-
-
 @dataclass(frozen=True, eq=False, kw_only=True)
 class FedAvgAllCore(ReweightedCore):
     """FedAvg over all clients' core (Xiang et al., NeurIPS 2024, App. J.2).
@@ -489,32 +277,6 @@ class FedAvgSampledCore(ReweightedCore):
         return np.full(len(active), self.num_clients / max(len(active), 1)), estimator
 
 
-@dataclass(frozen=True, eq=False, kw_only=True)
-class FedAUCore(ReweightedCore):
-    """FedAU's core (Wang and Ji, ICLR 2024, Alg. 1).
-
-    omega_i of :func:`fedau_weights` from the rounds before t, then
-    :func:`fedau_update` with round t; skipped rounds (nobody available) count as
-    rounds without participation. ``cutoff`` is the paper's K, ``server_lr`` eta_g.
-    """
-
-    cutoff: int = hyper(
-        50,
-        doc="K, the longest participation interval counted (the second variant of Wang & "
-        "Ji's code; a K at least the number of rounds: no cut-off, their default)",
-        lo=1,
-    )
-    server_lr: float = server_lr_hyper()
-
-    def init_estimator(self) -> FedAUState:
-        """Return FedAU's estimator before round 1."""
-        return FedAUState.zeros(self.num_clients)
-
-    def weights(self, estimator, server_round, active, elapsed):
-        """Weigh each reply by FedAU's online estimate (:func:`fedau_round`)."""
-        return fedau_round(estimator, self.num_clients, active, elapsed, self.cutoff)
-
-
 # --------------------------------------------------------------- Flower adapters
 class FedAvgAll(VectorStrategy):
     """FedAvg over all clients (FedAWE paper, App. J.2) over :class:`FedAvgAllCore`."""
@@ -539,9 +301,3 @@ class FedAvgSampled(VectorStrategy):
         """Keep the core's seeded subset of the oracle's clients (in partition order)."""
         pairs = super().configure_fit(server_round, parameters, client_manager)
         return [pairs[k] for k in self.core.select(len(pairs), server_round)]
-
-
-class FedAU(VectorStrategy):
-    """FedAU (Wang and Ji, ICLR 2024) as a Flower Strategy over :class:`FedAUCore`."""
-
-    core_type = FedAUCore

@@ -37,9 +37,9 @@ from fedram_flwr.strategies.ca_fed import CAFedCore
 from fedram_flwr.strategies.debiasing_fedavg import DebiasingFedAvgCore
 from fedram_flwr.strategies.fed_cvar_avg import FedCVaRAvgCore
 from fedram_flwr.strategies.fedar import FedARCore
+from fedram_flwr.strategies.fedau import FedAUCore
 from fedram_flwr.strategies.fedavg import FedAvgCore
 from fedram_flwr.strategies.participation import (
-    FedAUCore,
     FedAvgAllCore,
     FedAvgISCore,
     FedAvgSampledCore,

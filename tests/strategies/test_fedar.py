@@ -19,13 +19,9 @@ from fedram_flwr.protocol import PARTITION_ID
 from fedram_flwr.registry import with_overrides
 from fedram_flwr.strategies import MIFA, FedAR, FedAU, FedAvgIS, FedAvgSampled, FedVARP
 from fedram_flwr.strategies.fedar import fedar_direction, fedar_weights, g_convex, g_nonconvex
-from fedram_flwr.strategies.participation import (
-    FedAUState,
-    fedau_update,
-    fedau_weights,
-    reweighted_step,
-    subsample,
-)
+from fedram_flwr.strategies.fedau import FedAUState, fedau_update, fedau_weights
+from fedram_flwr.strategies.participation import subsample
+from fedram_flwr.strategies.reweighted import reweighted_step
 from fedram_flwr.strategies.stale_updates import fedvarp_direction, inactivity
 from fedram_flwr.strategies.vector import flatten_into, unflatten
 

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from fedram_flwr.availability import NonStationaryLaw
+from fedram_flwr.strategies.fedau import FedAUCore
 from fedram_flwr.strategies.fedavg import FedAvgCore
-from fedram_flwr.strategies.participation import FedAUCore, FedAvgAllCore, FedAvgISCore
+from fedram_flwr.strategies.participation import FedAvgAllCore, FedAvgISCore
 from tests.helpers import vector_reply
 
 DIM = 3

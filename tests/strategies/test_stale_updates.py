@@ -13,8 +13,10 @@ import pytest
 from fedram_flwr.config import Scenario, ScenarioError
 from fedram_flwr.experiment import Experiment
 from fedram_flwr.registry import with_overrides
+from fedram_flwr.strategies.fedau import FedAUCore
 from fedram_flwr.strategies.fedavg import FedAvgCore
-from fedram_flwr.strategies.participation import FedAUCore, FedAvgISCore, ReweightedState
+from fedram_flwr.strategies.participation import FedAvgISCore
+from fedram_flwr.strategies.reweighted import ReweightedState
 from fedram_flwr.strategies.stale_updates import (
     FedStaleActiveCore,
     FedStaleCore,
