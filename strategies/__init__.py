@@ -19,11 +19,12 @@ from fedram_flwr.strategies.fedar import FedAR
 from fedram_flwr.strategies.fedau import FedAU
 from fedram_flwr.strategies.fedavg import FedAvg
 from fedram_flwr.strategies.fedawe import FedAWE
+from fedram_flwr.strategies.fedstale import FedStale, FedStaleActive
 from fedram_flwr.strategies.participation import FedAvgAll, FedAvgIS, FedAvgSampled
 from fedram_flwr.strategies.qffl import QFFL
 from fedram_flwr.strategies.rc_fl import RFedFair
 from fedram_flwr.strategies.scaffold import Scaffold
-from fedram_flwr.strategies.stale_updates import MIFA, FedStale, FedStaleActive, FedVARP
+from fedram_flwr.strategies.stale_updates import MIFA, FedVARP
 
 __all__ = [
     "AFL",

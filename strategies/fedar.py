@@ -5,7 +5,7 @@ in Federated Learning with Local Update Approximation and Rectification", ECML P
 2024 (``papers/fedar_approximation-rectification.md``), Section 4, Algorithm 1.
 
 The server keeps each client's latest update G_i (eq. 4) and inactive-round count
-tau(i, t) (eq. 5) in :class:`~fedram_flwr.strategies.stale_updates.UpdateMemory`,
+tau(i, t) (eq. 5) in :class:`~fedram_flwr.strategies.update_memory.UpdateMemory`,
 weighs it by (eq. 6)
 
     psi_{i,t} = 0 if tau(i, t) >= g(t), else min((tau(i, t) + 1)^rho, 2),
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fedram_flwr.strategies.hyper import hyper
-from fedram_flwr.strategies.stale_updates import MemoryCore
+from fedram_flwr.strategies.update_memory import MemoryCore
 from fedram_flwr.strategies.vector import VectorStrategy
 
 PSI_MAX = 2.0  # Sec. 4: psi_max = 2 guarantees convergence

@@ -39,6 +39,7 @@ from fedram_flwr.strategies.fed_cvar_avg import FedCVaRAvgCore
 from fedram_flwr.strategies.fedar import FedARCore
 from fedram_flwr.strategies.fedau import FedAUCore
 from fedram_flwr.strategies.fedavg import FedAvgCore
+from fedram_flwr.strategies.fedstale import FedStaleActiveCore, FedStaleCore
 from fedram_flwr.strategies.participation import (
     FedAvgAllCore,
     FedAvgISCore,
@@ -46,12 +47,7 @@ from fedram_flwr.strategies.participation import (
 )
 from fedram_flwr.strategies.rounds import DEFAULT_MAX_FAILED_ROUNDS, FailedRounds
 from fedram_flwr.strategies.scaffold import ScaffoldCore
-from fedram_flwr.strategies.stale_updates import (
-    FedStaleActiveCore,
-    FedStaleCore,
-    FedVARPCore,
-    MIFACore,
-)
+from fedram_flwr.strategies.stale_updates import FedVARPCore, MIFACore
 
 THETA_T = "(theta, t): theta's arrays, then t as a 1-element array (protocol.join_theta_t)"
 

@@ -22,7 +22,7 @@ from fedram_flwr.strategies.fedar import fedar_direction, fedar_weights, g_conve
 from fedram_flwr.strategies.fedau import FedAUState, fedau_update, fedau_weights
 from fedram_flwr.strategies.participation import subsample
 from fedram_flwr.strategies.reweighted import reweighted_step
-from fedram_flwr.strategies.stale_updates import fedvarp_direction, inactivity
+from fedram_flwr.strategies.update_memory import fedvarp_direction, inactivity
 from fedram_flwr.strategies.vector import flatten_into, unflatten
 
 SHAPES = [(2, 3), (3,)]

@@ -1,4 +1,4 @@
-"""FedStale (strategies/stale_updates.py) as its authors implement it (issue 27): the
+"""FedStale (strategies/fedstale.py) as its authors implement it (issue 27): the
 issue's smallest case and two more rounds by hand, beta = 0 against FedAvg-IS (known
 p) and FedAU without cut-off (estimated p, the authors' estimator) on random rounds;
 FedStale over the active set (the rule before issue 27, ``fedstale-active``) by hand
@@ -15,16 +15,15 @@ from fedram_flwr.experiment import Experiment
 from fedram_flwr.registry import with_overrides
 from fedram_flwr.strategies.fedau import FedAUCore
 from fedram_flwr.strategies.fedavg import FedAvgCore
-from fedram_flwr.strategies.participation import FedAvgISCore
-from fedram_flwr.strategies.reweighted import ReweightedState
-from fedram_flwr.strategies.stale_updates import (
+from fedram_flwr.strategies.fedstale import (
     FedStaleActiveCore,
     FedStaleCore,
-    FedVARPCore,
-    MIFACore,
     fedstale_active_direction,
     fedstale_direction,
 )
+from fedram_flwr.strategies.participation import FedAvgISCore
+from fedram_flwr.strategies.reweighted import ReweightedState
+from fedram_flwr.strategies.stale_updates import FedVARPCore, MIFACore
 from tests.helpers import TINY_GAUSSIAN, scenario_error, vector_reply
 
 DIM = 3
