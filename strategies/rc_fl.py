@@ -29,6 +29,10 @@ average omega_tilde_T.
 
 Flower's Message API: ``RFedFair`` in :mod:`fedram_flwr.message_api` (same core, same
 arguments; ``strategy.start(grid=..., initial_arrays=...)``).
+
+The pure functions (the dual and smoothed objectives, per-client values, the draws) are in
+:mod:`~fedram_flwr.strategies.rc_fl_math`, re-exported here; this module holds the core
+and the Flower adapter.
 """
 
 from __future__ import annotations
@@ -67,11 +71,14 @@ from fedram_flwr.protocol import (
     join_theta_t,
     split_theta_t,
 )
-from fedram_flwr.rng import stream
 from fedram_flwr.strategies.base import CoreStrategy
 from fedram_flwr.strategies.core import Core, Outcome
 from fedram_flwr.strategies.fedavg import weighted_average
 from fedram_flwr.strategies.hyper import hyper
+from fedram_flwr.strategies.rc_fl_math import draw_with_replacement
+from fedram_flwr.strategies.rc_fl_math import per_client as per_client
+from fedram_flwr.strategies.rc_fl_math import rcfl_dual as rcfl_dual
+from fedram_flwr.strategies.rc_fl_math import rcfl_smoothed as rcfl_smoothed
 
 N = TypeVar("N", bound=Hashable)  # a node's name (a proxy's cid, a Message-API node id)
 
@@ -85,108 +92,6 @@ __all__ = [
     "sigmoid",
     "softplus_mu",
 ]
-
-
-# ------------------------------------------------------------------ pure functions
-def rcfl_dual(eta, losses: np.ndarray, p: np.ndarray, alpha: np.ndarray) -> np.ndarray:
-    """Return RC-FL's dual objective F_alpha(omega, eta) (eq. 2/4).
-
-    F_alpha(omega, eta) = eta + sum_i (p_i / alpha_i) (f_i - eta)_+.
-
-    Parameters
-    ----------
-    eta : float or array_like
-        The threshold(s) eta, in loss units: one value or an array of them.
-    losses : np.ndarray
-        Shape (N,): f_i(omega), the clients' losses.
-    p : np.ndarray
-        Shape (N,): p_i = m_i / m, the clients' data shares.
-    alpha : np.ndarray
-        Shape (N,): alpha_i, each in [p_i, 1].
-
-    Returns
-    -------
-    np.ndarray
-        F_alpha, shaped as ``eta``.
-    """
-    eta = np.asarray(eta, dtype=float)
-    return eta + np.maximum(-np.subtract.outer(eta, losses), 0.0) @ (p / alpha)
-
-
-def rcfl_smoothed(eta, losses: np.ndarray, p: np.ndarray, alpha: np.ndarray, mu: float):
-    """Return RC-FL's smoothed objective F^mu_alpha(omega, eta) = sum_i p_i f^{mu,i} (eq. 5).
-
-    Parameters
-    ----------
-    eta, losses, p, alpha
-        As :func:`rcfl_dual`'s.
-    mu : float
-        The smoothing of phi_mu, > 0.
-
-    Returns
-    -------
-    np.ndarray
-        F^mu_alpha, shaped as ``eta``; F <= F^mu <= F + mu tau_alpha (Lemma 2).
-    """
-    eta = np.asarray(eta, dtype=float)
-    return eta + softplus_mu(-np.subtract.outer(eta, losses), mu) @ (p / alpha)
-
-
-def per_client(value: float | Sequence[float], num_clients: int, field: str) -> np.ndarray:
-    """Expand a scalar (every client) or one value per client into a float array.
-
-    Parameters
-    ----------
-    value : float or sequence of float
-        One value, or N of them.
-    num_clients : int
-        N, >= 1.
-    field : str
-        The parameter's name, for the error.
-
-    Returns
-    -------
-    np.ndarray
-        Shape (N,).
-
-    Raises
-    ------
-    ValueError
-        If ``value`` holds neither 1 nor N values.
-    """
-    v = np.atleast_1d(np.asarray(value, dtype=float))
-    if v.size == 1:
-        return np.full(num_clients, v[0])
-    if v.size != num_clients:
-        raise ValueError(f"{field}: give one value or one per client ({num_clients}), got {v.size}")
-    return v
-
-
-def draw_with_replacement(p: np.ndarray, k: int, seed: int, server_round: int) -> dict[int, int]:
-    """Draw rFedFair's partial participation: K draws with replacement by p (Sec. 4).
-
-    After Li et al. 2020b; from the ``rcfl-draws`` stream seeded by (seed, round).
-
-    Parameters
-    ----------
-    p : np.ndarray
-        Shape (n,): the candidates' weights, >= 0 with a positive sum (normalised here).
-    k : int
-        K, the number of draws, >= 1.
-    seed : int
-        The scenario seed.
-    server_round : int
-        t, >= 1.
-
-    Returns
-    -------
-    dict of int to int
-        Position in ``p`` -> times drawn, >= 1 (the counts sum to K).
-    """
-    rng = stream("rcfl-draws", seed, server_round)
-    drawn = rng.choice(len(p), size=k, replace=True, p=p / p.sum())
-    values, counts = np.unique(drawn, return_counts=True)
-    return {int(v): int(c) for v, c in zip(values, counts)}
 
 
 # ------------------------------------------------------------------------ core

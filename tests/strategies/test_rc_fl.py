@@ -23,13 +23,11 @@ from fedram_flwr.strategies.afl import AFL, afl_lambda_step, project_simplex
 from fedram_flwr.strategies.qffl import QFFL, qffl_terms
 from fedram_flwr.strategies.rc_fl import (
     RFedFair,
-    draw_with_replacement,
     hcvar,
-    rcfl_dual,
     rcfl_gradient_weights,
-    rcfl_smoothed,
     softplus_mu,
 )
+from fedram_flwr.strategies.rc_fl_math import draw_with_replacement, rcfl_dual, rcfl_smoothed
 from tests.helpers import random_rcfl_instance
 
 
