@@ -54,13 +54,13 @@ wraps any such strategy, unchanged, in :class:`AvailabilityStrategy`:
   directory (:mod:`fedram_flwr.partition_directory`): each node once, all new
   nodes in one message batch. Every wait is bounded
   (``wait_timeout``, ``query_timeout``) and its error says what was expected, what was
-  seen and which setting to change.
+  seen and which setting to change. Waiting for the nodes and learning their partition
+  ids is the mixin :class:`~fedram_flwr.message_api.node_discovery.NodeDiscovery`.
 """
 
 from __future__ import annotations
 
 import itertools
-import time
 from collections.abc import Callable, Iterable
 from logging import INFO, WARNING
 from typing import Any
@@ -73,10 +73,10 @@ from flwr.serverapp.strategy import Strategy
 from fedram_flwr.availability.connected import ConnectedClientManager
 from fedram_flwr.availability.laws import connected_sample
 from fedram_flwr.availability.manager import AvailabilityError, OracleClientManager
-from fedram_flwr.message_api.partitions import HANDLER_HINT, check_federation_size, grid_query
+from fedram_flwr.message_api.node_discovery import NodeDiscovery
 from fedram_flwr.message_api.round_guard import error_text, received, warn
 from fedram_flwr.message_api.round_view import MAX_POLLS, RoundView, minimum_sizes, readdress
-from fedram_flwr.partition_directory import PartitionDirectory, check_unique
+from fedram_flwr.partition_directory import PartitionDirectory
 from fedram_flwr.strategies.round_driver import RoundPolicy, screen_round
 from fedram_flwr.strategies.rounds import (
     DEFAULT_MAX_FAILED_ROUNDS,
@@ -87,7 +87,7 @@ from fedram_flwr.strategies.rounds import (
 __all__ = ["MAX_POLLS", "AvailabilityStrategy", "RoundView", "with_availability"]
 
 
-class AvailabilityStrategy(Strategy):
+class AvailabilityStrategy(NodeDiscovery, Strategy):
     """A Message-API strategy that trains round r only on the oracle's nodes of round r.
 
     ``strategy`` (unchanged) trains and evaluates round r on exactly the nodes
@@ -347,77 +347,6 @@ class AvailabilityStrategy(Strategy):
         if messages:  # the strategy's own "Sampled n nodes" log line counted stand-ins
             log(INFO, "availability: sending to the %d available nodes", len(messages))
         return messages
-
-    def _wait_for_nodes(self, grid: Grid, count: int, setting: str) -> list[int]:
-        """Return the grid's node ids once at least ``count`` are connected.
-
-        Waits at most ``wait_timeout`` s, then raises naming ``setting`` (what decides
-        ``count``).
-        """
-        start = time.monotonic()
-        while True:
-            ids = sorted({int(i) for i in grid.get_node_ids()})
-            waited = time.monotonic() - start
-            if len(ids) >= count:
-                return ids
-            if waited >= self.wait_timeout:
-                raise AvailabilityError(
-                    f"expected {count} nodes ({setting}), saw {len(ids)} after waiting "
-                    f"{waited:.0f} s; start the missing SuperNodes (flwr run: "
-                    f"--federation-config 'num-supernodes={count}') or raise wait_timeout "
-                    f"(with_availability(..., wait_timeout=...), now {self.wait_timeout:g} s)"
-                )
-            time.sleep(min(self.poll_interval, self.wait_timeout - waited))
-
-    def _learn_partitions(self, grid: Grid) -> None:
-        """Learn every node's partition id, once.
-
-        Exactly one node per partition the oracle knows.
-        """
-        n = self.oracle.num_clients
-        if len(self.partitions.placements) == n:
-            return
-        setting = f"one per partition: the oracle knows num_clients = {n}"
-        check_federation_size(grid, self.partitions)  # fewer for good: fail at once
-        ids = self._wait_for_nodes(grid, n, setting)
-        if len(ids) > n:
-            raise AvailabilityError(
-                f"expected {n} nodes ({setting}), saw {len(ids)}: start exactly one "
-                f"SuperNode per partition (flwr run: --federation-config 'num-supernodes={n}')"
-                " or give the oracle as many clients as there are nodes"
-            )
-        unplaced = self.partitions.learn(ids, grid_query(grid, n))
-        if unplaced.failed:
-            raise next(iter(unplaced.failed.values()))
-        check_unique(self.partitions.partition_of(ids), "node {}".format)
-        if silent := sorted(unplaced.silent):
-            raise AvailabilityError(
-                f"expected answers to the partition-id query from {len(ids)} nodes, saw "
-                f"{len(ids) - len(silent)} within {self.query_timeout:g} s (silent: {silent}); "
-                "raise query_timeout (with_availability(..., query_timeout=...)) or check "
-                f"that these SuperNodes run the ClientApp, and {HANDLER_HINT}"
-            )
-
-    def _connected_nodes(self, grid: Grid, *, first: bool) -> dict[int, int]:
-        """Map partition id -> node id of the connected nodes (``connected`` oracle).
-
-        The first round waits for ``min_clients`` of them; nodes not seen before are asked
-        their partition id (one that does not answer in time is asked again next
-        round); a partition that reconnected under a new node id is that node.
-        """
-        ids = (
-            self._wait_for_nodes(
-                grid,
-                self.oracle.min_clients,
-                f"availability.params.min_clients = {self.oracle.min_clients}",
-            )
-            if first
-            else sorted({int(i) for i in grid.get_node_ids()})
-        )
-        unplaced = self.partitions.learn(ids, grid_query(grid, self.oracle.num_clients))
-        if unplaced.failed:  # a node that is silent is asked again next round
-            raise next(iter(unplaced.failed.values()))
-        return {pid: node for node, pid in self.partitions.partition_of(ids).items()}
 
 
 def with_availability(
