@@ -9,8 +9,10 @@ per objective; with the client side of the partition-id contract
 from fedram_flwr.clients.ca_fed import CAFedClient
 from fedram_flwr.clients.cvar import CVaRClient
 from fedram_flwr.clients.erm import ERMClient
-from fedram_flwr.clients.message import (
-    evaluate,
+from fedram_flwr.clients.message import evaluate
+from fedram_flwr.clients.rc_fl import RCFLClient
+from fedram_flwr.clients.scaffold import AmplifiedScaffoldClient, ScaffoldClient
+from fedram_flwr.clients.train_blocks import (
     train_amplified_scaffold,
     train_ca_fed,
     train_cvar,
@@ -18,8 +20,6 @@ from fedram_flwr.clients.message import (
     train_rcfl,
     train_scaffold,
 )
-from fedram_flwr.clients.rc_fl import RCFLClient
-from fedram_flwr.clients.scaffold import AmplifiedScaffoldClient, ScaffoldClient
 from fedram_flwr.clients.wire import partition_id
 from fedram_flwr.partition_query import partition_id_query
 

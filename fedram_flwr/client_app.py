@@ -24,7 +24,8 @@ from flwr.client import Client, ClientApp
 from flwr.common.constant import MessageTypeLegacy
 from torch.utils.data import DataLoader, TensorDataset
 
-from fedram_flwr.clients.message import evaluate, objective_for
+from fedram_flwr.clients.message import evaluate
+from fedram_flwr.clients.train_blocks import objective_for
 from fedram_flwr.clients.wire import partition_id
 from fedram_flwr.node import NodeExperiment
 from fedram_flwr.partition_query import PARTITION_ACTION, partition_id_query

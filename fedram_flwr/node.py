@@ -6,7 +6,7 @@ project's ClientApp (:mod:`fedram_flwr.client_app`) builds in every fresh proces
 The data depends on the oracle (the least available clients hold the rare patterns),
 so a node reads the oracle specs (:mod:`fedram_flwr.availability.specs`), nothing of the
 registry; its client's objective comes from the client side
-(:func:`fedram_flwr.clients.message.objective_of`).
+(:func:`fedram_flwr.clients.train_blocks.objective_of`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from flwr.common import RecordDict
 from torch import nn
 
 from fedram_flwr.availability.specs import oracle_params, oracle_spec
-from fedram_flwr.clients.message import objective_of
+from fedram_flwr.clients.train_blocks import objective_of
 from fedram_flwr.config import Scenario
 from fedram_flwr.data import FederatedData, load_federated_data
 from fedram_flwr.models import build_model, fix_tensors, on_device, resolve_device

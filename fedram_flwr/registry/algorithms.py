@@ -7,7 +7,7 @@ the core (:class:`~fedram_flwr.registry.params.OracleInformed`). Its
 ``algorithm.params`` (fields, types, defaults, ranges, docs) are derived from the core's
 declarations (:mod:`fedram_flwr.strategies.hyper`); nothing here retypes them. Its
 clients' local objective is the client side's
-(:func:`fedram_flwr.clients.message.objective_of`: plain local SGD unless an objective
+(:func:`fedram_flwr.clients.train_blocks.objective_of`: plain local SGD unless an objective
 names the algorithm), which a node finds without importing the strategies.
 """
 

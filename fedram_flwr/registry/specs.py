@@ -97,7 +97,7 @@ class AsyncAlgorithmSpec(Generic[AP]):
 
     ``core`` is its Flower-free core (its ``algorithm.params`` are derived from its
     declarations, as :class:`AlgorithmSpec`'s; its clients are found by name on the client
-    side, :func:`~fedram_flwr.clients.message.objective_of`), ``left`` what is
+    side, :func:`~fedram_flwr.clients.train_blocks.objective_of`), ``left`` what is
     not built yet (said when a Flower engine or API is asked for it). The in-process
     engine runs it with its event loop
     (:mod:`fedram_flwr.engines.fedbuff_in_process`)."""

@@ -26,7 +26,7 @@ from fedram_flwr.clients import (
     train_rcfl,
     train_scaffold,
 )
-from fedram_flwr.clients.message import OBJECTIVES, objective_for, objective_of
+from fedram_flwr.clients.train_blocks import OBJECTIVES, objective_for, objective_of
 from fedram_flwr.models import build_model, get_weights
 from fedram_flwr.protocol import (
     LOCAL_OPTIMUM,
