@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 
 from fedram_flwr.availability import ca_fed_markov_law, markov_activation
-from fedram_flwr.strategies.ca_fed import AvailabilityTracker, LossEstimates, ca_fed_weights
+from fedram_flwr.strategies.availability_estimates import AvailabilityTracker, LossEstimates
+from fedram_flwr.strategies.ca_fed_math import ca_fed_weights
 
 
 def selection_times(

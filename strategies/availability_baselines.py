@@ -44,8 +44,8 @@ from fedram_flwr.strategies.ca_fed import (
     AvailabilityAwareCore,
     AvailabilityAwareStrategy,
     AvailabilityState,
-    unbiased_weights,
 )
+from fedram_flwr.strategies.ca_fed_math import unbiased_weights
 from fedram_flwr.strategies.hyper import hyper
 
 F3AST_RATES = ("smoothed", "ca-fed")  # F3AST's own r_k, or CA-Fed's pi_k

@@ -17,7 +17,7 @@ from fedram_flwr.strategies.availability_baselines import (
     more_available_weights,
     smoothed_rate,
 )
-from fedram_flwr.strategies.ca_fed import (
+from fedram_flwr.strategies.ca_fed_math import (
     biased_importance,
     unbiased_weights,
 )

@@ -17,7 +17,7 @@ from fedram_flwr.strategies.availability_estimates import (
     transition_counts,
     transition_matrix_hat,
 )
-from fedram_flwr.strategies.ca_fed import (
+from fedram_flwr.strategies.ca_fed_math import (
     ca_fed_weights,
 )
 

@@ -16,7 +16,7 @@ from fedram_flwr.engines import InProcessClientProxy, node_context, run_in_proce
 from fedram_flwr.experiment import Experiment
 from fedram_flwr.registry import scenario_from_dict
 from fedram_flwr.strategies import CAFed
-from fedram_flwr.strategies.ca_fed import (
+from fedram_flwr.strategies.ca_fed_math import (
     ca_fed_weights,
     estimated_error,
     get,
