@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from fedram_flwr import strategies as st
+from fedram_flwr.availability.specs.oracles import MARKOV
 from fedram_flwr.message_api import algorithms as ma
 from fedram_flwr.registry.algorithms_rc_fl import QFFLParams, RFedFairChecks
-from fedram_flwr.registry.oracles import MARKOV
 from fedram_flwr.registry.params import OracleInformed
 from fedram_flwr.registry.specs import AlgorithmSpec, AsyncAlgorithmSpec, Hidden
 from fedram_flwr.strategies.fedbuff import FedBuffCore
