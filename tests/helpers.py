@@ -217,6 +217,7 @@ def relayed(run: RunDirectory) -> list[tuple[int, list[int]]]:
 FLOWER_PROCESS_NAMES = (
     "bin/flwr ",
     "flower-superlink",
+    "patient_superlink",  # flower-superlink as the project starts it
     "flower-superexec",
     "flower-supernode",
     "flwr-simulation",

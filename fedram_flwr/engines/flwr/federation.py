@@ -103,6 +103,13 @@ def check_options(
         )
 
 
+def superlink_command() -> list[str]:
+    """``flower-superlink`` as this project runs it: Flower's, with more heartbeat
+    patience for its ServerApps on a loaded machine
+    (:mod:`~fedram_flwr.engines.flwr.patient_superlink`)."""
+    return [sys.executable, "-m", "fedram_flwr.engines.flwr.patient_superlink"]
+
+
 class Federation:
     """A SuperLink (and, in the Deployment Engine, ``num_supernodes`` SuperNodes) on free
     loopback ports, with its own ``FLWR_HOME``: ``with Federation(...) as fed:`` starts
@@ -246,7 +253,7 @@ class Federation:
                 mode = LINE.superlink_fleet_flags("127.0.0.1", self.fleet_port)
             self.superlink = self.spawn(
                 [
-                    executable("flower-superlink"),
+                    *superlink_command(),
                     *mode,
                     *security_flags(self.tls, server=True),
                     "--disable-runtime-dependency-installation",

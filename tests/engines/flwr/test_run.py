@@ -146,7 +146,7 @@ def test_a_superlink_that_fails_three_times_is_named_with_its_cause(
     fake = tmp_path / "flower-superlink"
     fake.write_text("#!/bin/sh\necho 'OSError: [Errno 98] Address already in use'\nexit 1\n")
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
-    monkeypatch.setattr(federation, "executable", lambda name: str(fake))
+    monkeypatch.setattr(federation, "superlink_command", lambda: [str(fake)])
     argv = ["run", str(write_scenario(tmp_path)), "--engine", "flwr"]
     assert cli.main([*argv, "--out", str(tmp_path / "runs")]) == 1
     err = capsys.readouterr().err
