@@ -281,6 +281,27 @@ def _coerce(tp: Any, value: Any, name: str) -> Any:
     return value
 
 
+def range_text(lo: float | str | None, hi: float | str | None, *, lo_open: bool = False) -> str:
+    """``[lo, hi]``, ``(lo, hi]`` when ``lo_open``; an unbounded end is ``-inf`` or ``inf)``,
+    a bound named by a string (a run value) is written as its name."""
+    lo_s = "-inf" if lo is None else (lo if isinstance(lo, str) else f"{lo:g}")
+    hi_s = "inf" if hi is None else (hi if isinstance(hi, str) else f"{hi:g}")
+    return f"{'(' if lo_open else '['}{lo_s}, {hi_s}{')' if hi is None else ']'}"
+
+
+def range_problem(
+    name: str, value: float, lo: float | None, hi: float | None, *, lo_open: bool = False
+) -> str | None:
+    """Why ``value`` is outside ``[lo, hi]`` (``(lo, hi]`` when ``lo_open``; NaN is outside
+    any bounded range), naming ``name``; ``None`` when it is inside."""
+    below = lo is not None and not (value > lo if lo_open else value >= lo)
+    if below or (hi is not None and not value <= hi):
+        return (
+            f"{name}: {value!r} is outside the allowed range {range_text(lo, hi, lo_open=lo_open)}"
+        )
+    return None
+
+
 def check_range(
     name: str,
     value: float,
@@ -289,11 +310,6 @@ def check_range(
     *,
     lo_open: bool = False,
 ) -> None:
-    """Raise if ``value`` is outside ``[lo, hi]`` (``(lo, hi]`` when ``lo_open``)."""
-    below = lo is not None and (value <= lo if lo_open else value < lo)
-    above = hi is not None and value > hi
-    if below or above:
-        left = "(" if lo_open else "["
-        lo_s = "-inf" if lo is None else f"{lo:g}"
-        hi_s = "inf" if hi is None else f"{hi:g}"
-        raise ScenarioError(f"{name}: {value!r} is outside the allowed range {left}{lo_s}, {hi_s}]")
+    """Raise :func:`range_problem`'s reason if ``value`` is outside its range."""
+    if why := range_problem(name, value, lo, hi, lo_open=lo_open):
+        raise ScenarioError(why)

@@ -27,6 +27,8 @@ import typing
 from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any, Literal
 
+from fedram_flwr.schema import range_problem, range_text
+
 RunValue = Literal[
     "num-clients", "training-lr", "seed", "data-shares", "known-pi", "known-lam", "known-p"
 ]
@@ -86,10 +88,7 @@ class Hyper:
             return ", ".join(self.choices)
         if self.lo is None and self.hi is None:
             return ""
-        lo = "-inf" if self.lo is None else _number(self.lo)
-        hi = "inf" if self.hi is None else _number(self.hi)
-        close = ")" if self.hi is None else "]"
-        return f"{'(' if self.lo_open else '['}{lo}, {hi}{close}"
+        return range_text(self.lo, self.hi, lo_open=self.lo_open)
 
     def problem(self, name: str, value: Any, bounds: dict[str, float] | None = None) -> str | None:
         """Say why ``value`` is not allowed, naming ``name``.
@@ -126,15 +125,7 @@ class Hyper:
         if isinstance(value, str):
             return None
         lo, hi = (_bound(b, bounds or {}) for b in (self.lo, self.hi))
-        below = lo is not None and not (value > lo if self.lo_open else value >= lo)
-        if below or (hi is not None and not value <= hi):  # NaN is outside any range
-            shown = Hyper(self.doc, lo, hi, self.lo_open).allowed()
-            return f"{name}: {value!r} is outside the allowed range {shown}"
-        return None
-
-
-def _number(bound: float | str) -> str:
-    return bound if isinstance(bound, str) else f"{bound:g}"
+        return range_problem(name, value, lo, hi, lo_open=self.lo_open)
 
 
 def _bound(bound: float | str | None, bounds: dict[str, float]) -> float | None:

@@ -121,8 +121,8 @@ def test_an_unknown_lr_schedule_is_named_with_the_allowed_ones(scenario_dict) ->
 @pytest.mark.parametrize(
     ("section", "key", "value", "expected"),
     [
-        (None, "rounds", 0, "rounds: 0 is outside the allowed range [1, inf]"),
-        ("training", "lr", 0.0, "training.lr: 0.0 is outside the allowed range (0, inf]"),
+        (None, "rounds", 0, "rounds: 0 is outside the allowed range [1, inf)"),
+        ("training", "lr", 0.0, "training.lr: 0.0 is outside the allowed range (0, inf)"),
         ("data", "train_fraction", 1.5, "data.train_fraction: 1.5 is outside"),
     ],
 )
@@ -378,9 +378,9 @@ def test_a_time_section_round_trips(scenario_dict) -> None:
         ({"speeds": {"law": "fedscale", "path": "c.json", "bandwidth_kbps": {"median": 1.0}}},
          "time.speeds.bandwidth_kbps: applies to law lognormal only"),
         ({"speeds": {**LOGNORMAL_TIME["speeds"], "compute_ms_per_sample": {"median": 0}}},
-         "time.speeds.compute_ms_per_sample.median: 0.0 is outside the allowed range (0, inf]"),
+         "time.speeds.compute_ms_per_sample.median: 0.0 is outside the allowed range (0, inf)"),
         ({"speeds": {**LOGNORMAL_TIME["speeds"], "bandwidth_kbps": {"median": 1, "sigma": -1}}},
-         "time.speeds.bandwidth_kbps.sigma: -1.0 is outside the allowed range [0, inf]"),
+         "time.speeds.bandwidth_kbps.sigma: -1.0 is outside the allowed range [0, inf)"),
         ({"speeds": {**LOGNORMAL_TIME["speeds"], "bandwidth_kbps": {"sigma": 1}}},
          "time.speeds.bandwidth_kbps.median: required key is missing"),
         ({**LOGNORMAL_TIME, "availability": {"law": "diurnal"}},
@@ -398,7 +398,7 @@ def test_a_time_section_round_trips(scenario_dict) -> None:
                                              "clients": [1]}},
          "time.availability.clients: has 1 entries; give one per client"),
         ({**LOGNORMAL_TIME, "availability": {"tick_seconds": 0}},
-         "time.availability.tick_seconds: 0.0 is outside the allowed range (0, inf]"),
+         "time.availability.tick_seconds: 0.0 is outside the allowed range (0, inf)"),
         ({**LOGNORMAL_TIME, "clock": {}}, "time.clock: unknown key; allowed keys of time: "
          "availability, policy, speeds"),
     ],
@@ -415,7 +415,7 @@ def test_bad_time_sections_name_the_field(scenario_dict, time: dict, expected: s
          "wait-all, deadline, over-selection"),
         ({"kind": "deadline"}, "time.policy.deadline_s: required for kind deadline"),
         ({"kind": "deadline", "deadline_s": 0},
-         "time.policy.deadline_s: 0.0 is outside the allowed range (0, inf]"),
+         "time.policy.deadline_s: 0.0 is outside the allowed range (0, inf)"),
         ({"kind": "deadline", "deadline_s": 5, "late": "later"},
          "time.policy.late: 'later' is not allowed; allowed values: drop, keep"),
         ({"kind": "deadline", "deadline_s": 5, "select": 3},
@@ -426,9 +426,9 @@ def test_bad_time_sections_name_the_field(scenario_dict, time: dict, expected: s
          "time.policy.kind is wait-all"),
         ({"kind": "over-selection"}, "time.policy.select: required for kind over-selection"),
         ({"kind": "over-selection", "select": 0},
-         "time.policy.select: 0 is outside the allowed range [1, inf]"),
+         "time.policy.select: 0 is outside the allowed range [1, inf)"),
         ({"kind": "over-selection", "select": 2, "over": 0.5},
-         "time.policy.over: 0.5 is outside the allowed range [1, inf]"),
+         "time.policy.over: 0.5 is outside the allowed range [1, inf)"),
         ({"kind": "deadline", "deadline_s": 5, "wait": 1}, "time.policy.wait: unknown key"),
     ],
 )  # fmt: skip
