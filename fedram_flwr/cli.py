@@ -145,7 +145,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     variants = scenario.variants()
     if args.engine != "in-process" or args.api != "legacy":
         for _, v in variants:
-            round_based_only(v.time, f"--engine {args.engine} --api {args.api}")
+            if not is_asynchronous(v):  # FedBuff runs its clock itself
+                round_based_only(v.time, f"--engine {args.engine} --api {args.api}")
     swept = {label: values for (label, _), values in zip(variants, swept_values(scenario.sweep))}
     if args.variant:
         unknown = set(args.variant) - {label for label, _ in variants}
@@ -188,14 +189,19 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def refuse_asynchronous(scenario: Scenario, args: argparse.Namespace) -> None:
-    """An asynchronous algorithm (FedBuff) in any variant runs in-process with the legacy
-    clients only: refuse another engine or API, naming what is left."""
-    if args.engine == "in-process" and args.api == "legacy":
-        return
-    where = f"--engine {args.engine}" if args.engine != "in-process" else f"--api {args.api}"
+    """An asynchronous algorithm (FedBuff) runs through the Message API on any engine, or
+    in-process in its event loop; refuse Flower's legacy API on Flower's engines, and the
+    wall clock in the event loop, naming why."""
     for _, variant in scenario.variants():
-        if is_asynchronous(variant):
-            raise algorithm_spec(variant).refusal(f"its {where} run")
+        if not is_asynchronous(variant) or args.api != "legacy":
+            continue
+        if args.engine != "in-process":
+            raise algorithm_spec(variant).refusal(f"its --engine {args.engine} --api legacy run")
+        if getattr(algorithm_params(variant), "clock", None) == "wall":
+            raise ScenarioError(
+                "algorithm.params.clock: wall takes updates as replies arrive, which needs "
+                "Flower's Message API: add --api message (or --engine deployment)"
+            )
 
 
 def run_job(
@@ -254,7 +260,7 @@ def run_one(
             api=args.api,
             ray_address=args.ray_address,
         )
-    elif is_asynchronous(variant):  # legacy API, in-process (refuse_asynchronous)
+    elif is_asynchronous(variant) and args.api == "legacy":  # its event loop, in-process
         run_fedbuff_in_process(variant, seed, run_dir, label=tag)
     elif args.api == "message":
         run_message_in_process(variant, seed, run_dir, label=tag)

@@ -12,7 +12,9 @@ watches its SuperNodes itself) and ``api``:
 - ``message`` (default): the algorithm's Message-API strategy
   (:mod:`fedram_flwr.message_api.algorithms`) under the scenario's oracle
   (:func:`~fedram_flwr.message_api.with_availability`), Flower's own ``start`` loop on
-  the grid, recorded by :class:`~fedram_flwr.engines.MessageRecordingStrategy`;
+  the grid, recorded by :class:`~fedram_flwr.engines.MessageRecordingStrategy`; an
+  asynchronous algorithm (FedBuff) runs its own strategy's push-and-pull loop instead
+  (:func:`~fedram_flwr.engines.fedbuff_message.serve_fedbuff_messages`);
 - ``legacy``: the legacy Strategy and oracle (ClientManager) in Flower's legacy server
   loop, through ``flwr.server.compat.start_grid`` (what ``ServerApp(server_fn=...)`` runs).
 
@@ -34,6 +36,7 @@ from flwr.serverapp import Grid, ServerApp
 from fedram_flwr.app_config import APIS, run_api, run_settings
 from fedram_flwr.availability.manager import OracleClientManager
 from fedram_flwr.config import round_based_only
+from fedram_flwr.engines.fedbuff_message import serve_fedbuff_messages
 from fedram_flwr.engines.flwr.watchdog import OwnedRunDirectory
 from fedram_flwr.engines.in_process import recorder_settings, recording_strategy
 from fedram_flwr.engines.message_in_process import project_evaluate
@@ -42,6 +45,7 @@ from fedram_flwr.engines.server import StrategyEveryRound
 from fedram_flwr.experiment import Experiment
 from fedram_flwr.message_api import with_availability
 from fedram_flwr.models import get_weights
+from fedram_flwr.registry import is_asynchronous
 
 DEFAULT_ROUND_TIMEOUT_S = 3600.0
 """A Message-API round's wait for replies when the oracle sets no ``round_timeout``
@@ -51,7 +55,8 @@ DEFAULT_ROUND_TIMEOUT_S = 3600.0
 def start_run(context: Context, api: str) -> tuple[OwnedRunDirectory, Experiment, str]:
     """The run folder (started under the driver's token), the experiment, its label."""
     scenario, seed = run_settings(context.run_config)
-    round_based_only(scenario.time, "Flower's Simulation or Deployment Engine")
+    if not is_asynchronous(scenario):  # FedBuff runs its clock itself
+        round_based_only(scenario.time, "Flower's Simulation or Deployment Engine")
     run_dir = str(context.run_config.get("run-dir", "")) or f"runs/flwr/{scenario.name}/seed{seed}"
     out = OwnedRunDirectory(Path(run_dir).resolve())  # no `complete` from an orphan
     token = str(context.run_config.get("run-token", ""))
@@ -83,6 +88,10 @@ def serve_messages(grid: Grid, context: Context) -> None:
     """The Message-API run on ``grid``: Flower's ``start`` of the recorded, wrapped
     strategy from the scenario's initial model."""
     out, exp, label = start_run(context, "message")
+    if is_asynchronous(exp.scenario):  # FedBuff: push and pull, no rounds
+        wait = float(context.run_config.get("wait-timeout", 120.0))
+        serve_fedbuff_messages(exp, out, label, grid, wait_timeout=wait)
+        return
     strategy = exp.message_strategy()
     oracle = run_oracle(exp, context)
     available = with_availability(strategy, oracle)

@@ -44,9 +44,9 @@ The core (:class:`FedBuffCore`) is Flower-free: its state (:class:`FedBuffState`
 model, its version, the weighted buffer and what it holds) is one explicit value, and
 :meth:`FedBuffCore.receive` takes one update at a time. There is no round:
 :meth:`FedBuffCore.aggregate` (the synchronous contract) refuses. The event loop that
-keeps C clients training on the simulated clock is :mod:`fedram_flwr.strategies.fedbuff_loop`;
-a Message-API adapter (push and pull of messages in Flower's Deployment Engine) is not
-written yet (docs/fedbuff.md).
+keeps C clients training is :mod:`fedram_flwr.strategies.fedbuff_loop`; the Message-API
+strategy (push and pull of messages, on the simulated clock or as replies arrive) is
+:mod:`fedram_flwr.message_api.fedbuff` (docs/fedbuff.md).
 """
 
 from __future__ import annotations
@@ -61,6 +61,7 @@ from fedram_flwr.strategies.core import Core, Outcome
 from fedram_flwr.strategies.hyper import hyper, server_lr_hyper
 
 __all__ = [
+    "CLOCKS",
     "STALENESS_WEIGHTS",
     "FedBuffCore",
     "FedBuffState",
@@ -71,6 +72,8 @@ __all__ = [
 
 STALENESS_WEIGHTS = ("constant", "polynomial", "hinge")
 """The staleness functions s(tau) a scenario may name (:func:`staleness_weights`)."""
+CLOCKS = ("auto", "simulated", "wall")
+"""The orders in which the Message-API strategy takes arrivals (docs/fedbuff.md)."""
 
 
 # ------------------------------------------------------------------ pure functions
@@ -198,6 +201,8 @@ class FedBuffState:
         Their weights s(staleness).
     clients : tuple of int
         Their partition ids.
+    versions : tuple of int
+        The model version each of them downloaded (its staleness: ``version`` minus it).
     """
 
     arrays: Arrays
@@ -206,6 +211,7 @@ class FedBuffState:
     staleness: tuple[int, ...] = ()
     weights: tuple[float, ...] = ()
     clients: tuple[int, ...] = ()
+    versions: tuple[int, ...] = ()
 
     @property
     def count(self) -> int:
@@ -218,7 +224,8 @@ class FedBuffCore(Core[FedBuffState]):
     """FedBuff's server (Nguyen et al., AISTATS 2022, Algorithm 1).
 
     :meth:`receive` takes one update; the K-th steps the model. ``concurrency`` is read
-    by the event loop (:mod:`fedram_flwr.strategies.fedbuff_loop`), not by the core.
+    by the event loop (:mod:`fedram_flwr.strategies.fedbuff_loop`) and ``clock`` by the
+    Message-API strategy (:mod:`fedram_flwr.message_api.fedbuff`), not by the core.
     """
 
     buffer_size: int = hyper(10, doc="K, updates buffered per server step (Alg. 1)", lo=1)
@@ -236,6 +243,12 @@ class FedBuffCore(Core[FedBuffState]):
     hinge_a: float = hyper(10.0, doc="a, the hinge weight's slope (FedAsync)", lo=0.0)
     hinge_b: float = hyper(4.0, doc="b, the staleness the hinge starts at (FedAsync)", lo=0.0)
     server_lr: float = server_lr_hyper()
+    clock: str = hyper(
+        "auto",
+        doc="order the Message-API strategy takes updates in: simulated (their finish times "
+        "on the time model), wall (as replies arrive), auto (wall on the Deployment Engine)",
+        choices=CLOCKS,
+    )
 
     def init(self, initial_arrays: Sequence[np.ndarray]) -> FedBuffState:
         """Start at version 0 with an empty buffer."""
@@ -301,6 +314,7 @@ class FedBuffCore(Core[FedBuffState]):
             staleness=(*state.staleness, staleness),
             weights=(*state.weights, weight),
             clients=(*state.clients, partition_id),
+            versions=(*state.versions, version),
         )
         if buffered.count < self.buffer_size:
             return buffered, None

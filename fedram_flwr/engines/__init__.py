@@ -2,7 +2,8 @@
 
 ``in_process``: Flower's legacy server loop with the clients called in this process (no
 Ray, no network); ``fedbuff_in_process``: FedBuff's asynchronous event loop over the same
-clients; ``message_in_process``: the same for Flower's Message API (a strategy's
+clients (``fedbuff_message``: its Message-API strategy, on the in-process grid or
+Flower's); ``message_in_process``: the same for Flower's Message API (a strategy's
 ``start`` over ``grid.InProcessGrid``, recorded by ``message_recording``; by default the
 scenario's own Message-API strategy, oracle and ClientApp: ``project_components``). ``flwr``:
 Flower's Simulation and Deployment Engines through ``flwr run .`` (a private SuperLink,

@@ -17,13 +17,17 @@
   the model both ways), or one tick (:data:`~fedram_flwr.clock.TICK_SECONDS`) per task
   without a ``time`` section.
 
-One server step is one row of ``metrics.jsonl``: ``round`` is the model version made,
-``sim-seconds`` the simulated time, ``relayed`` the buffered clients (sorted),
-``buffer-clients`` / ``staleness`` / ``staleness-weights`` the updates in arrival
-order; the server's evaluation as every engine's (``eval_every``, version 0 included).
-``rounds`` in the scenario counts server steps. No checkpoint is written. The run is
-recorded as ``engine: in-process``, ``api: legacy`` (its clients are the legacy
-NumPyClients, called directly).
+One server step is one row of ``metrics.jsonl`` (:class:`FedBuffSteps`, which the
+Message-API run writes too): ``round`` is the model version made, ``sim-seconds`` the
+simulated time (``wall-seconds`` since the start on the Message API's wall clock),
+``relayed`` the buffered clients (sorted), ``failures`` the updates that failed since the
+previous step, ``buffer-clients`` / ``buffer-versions`` / ``staleness`` /
+``staleness-weights`` the updates in arrival order (the version each downloaded; the
+staleness is ``round`` - 1 minus it); the server's evaluation as every engine's
+(``eval_every``, version 0 included). ``rounds`` in the scenario counts server steps. No
+checkpoint is written. The run is recorded as ``engine: in-process``, ``api: legacy``
+(its clients are the legacy NumPyClients, called directly); it runs the simulated clock
+only (``algorithm.params.clock: wall`` is refused: it needs the Message API).
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from flwr.common import RecordDict
 from fedram_flwr.availability.timed import RoundTicks, clock_availability
 from fedram_flwr.clock import TICK_SECONDS, SimulatedClock, Task, model_size_kbit, start_round
 from fedram_flwr.clock.scenario import scenario_speeds
-from fedram_flwr.config import Scenario
+from fedram_flwr.config import Scenario, ScenarioError
 from fedram_flwr.engines.in_process import (
     quiet_single_threaded,
     recorder_settings,
@@ -49,7 +53,7 @@ from fedram_flwr.outputs import RoundRecorder, RunDirectory
 from fedram_flwr.protocol import SERVER_ROUND, Arrays
 from fedram_flwr.registry import algorithm_params, algorithm_spec
 from fedram_flwr.strategies.fedbuff import FedBuffCore
-from fedram_flwr.strategies.fedbuff_loop import LoopState, StepRecord, run_fedbuff
+from fedram_flwr.strategies.fedbuff_loop import StepRecord, run_fedbuff
 from fedram_flwr.training import num_local_steps
 
 
@@ -91,35 +95,56 @@ def durations(exp: Experiment, initial: Arrays) -> Callable[[np.ndarray, float],
     return seconds
 
 
+class FedBuffSteps:
+    """FedBuff's rows in ``out``, whichever API runs it: round 0, then one per server step
+    (its fields: the module docstring), the evaluation as every engine's."""
+
+    def __init__(self, exp: Experiment, out: RunDirectory, label: str) -> None:
+        self.recorder = RoundRecorder(out, **recorder_settings(exp, label))
+        self.evaluate = exp.evaluate_fn()
+        self.clock = "simulated"  # the message API's ``wall`` records ``wall-seconds``
+
+    def initial(self, model: Arrays) -> None:
+        """Round 0's row: the initial model evaluated."""
+        self.recorder.record_round(0, self.evaluate(0, model, {}), lambda: model)
+
+    def step(self, record: StepRecord, model: Arrays) -> None:
+        """One server step's row (``model``: the version it made)."""
+        rec = self.recorder
+        rec.record_fit(record.version, sorted(record.clients), record.failures, {}, {}, True)
+        rec.record_extra(
+            {
+                "sim-seconds" if self.clock == "simulated" else "wall-seconds": record.time,
+                "buffer-clients": list(record.clients),
+                "buffer-versions": list(record.versions),
+                "staleness": list(record.staleness),
+                "staleness-weights": list(record.weights),
+            }
+        )
+        rec.record_round(record.version, self.evaluate(record.version, model, {}), lambda: model)
+
+
 def serve_fedbuff(exp: Experiment, out: RunDirectory, label: str) -> None:
     """Run FedBuff for ``rounds`` server steps, recording each step in ``out``."""
     s = exp.scenario
     core = fedbuff_core(exp)
+    if core.clock == "wall":
+        raise ScenarioError(
+            "algorithm.params.clock: wall takes updates as replies arrive, which needs "
+            "Flower's Message API (fedram run --api message, or --engine deployment); this "
+            "loop calls the clients one after another on the simulated clock"
+        )
     initial = get_weights(exp.new_model())
     states = {pid: RecordDict() for pid in range(s.data.num_clients)}
-    evaluate = exp.evaluate_fn()
-    recorder = RoundRecorder(out, **recorder_settings(exp, label))
+    steps = FedBuffSteps(exp, out, label)
 
     def train(pid: int, arrays: Arrays, version: int) -> Arrays:
         client = exp.client(pid, states[pid])
         returned, _, _ = client.fit(list(arrays), {SERVER_ROUND: version + 1})
         return returned
 
-    def on_step(record: StepRecord, loop: LoopState) -> None:
-        model = loop.server.arrays
-        recorder.record_fit(record.version, sorted(record.clients), 0, {}, {}, True)
-        recorder.record_extra(
-            {
-                "sim-seconds": record.time,
-                "buffer-clients": list(record.clients),
-                "staleness": list(record.staleness),
-                "staleness-weights": list(record.weights),
-            }
-        )
-        recorder.record_round(record.version, evaluate(record.version, model, {}), lambda: model)
-
     with quiet_single_threaded():
-        recorder.record_round(0, evaluate(0, initial, {}), lambda: initial)
+        steps.initial(initial)
         run_fedbuff(
             core,
             initial,
@@ -128,7 +153,7 @@ def serve_fedbuff(exp: Experiment, out: RunDirectory, label: str) -> None:
             durations=durations(exp, initial),
             train=train,
             seed=exp.seed,
-            on_step=on_step,
+            on_step=lambda record, loop: steps.step(record, loop.server.arrays),
         )
     if out.status() != "complete":
         raise RuntimeError("FedBuff's loop ended before the last step was recorded")

@@ -76,6 +76,8 @@ class InProcessGrid(Grid):
     to the server's (``SUPERLINK_NODE_ID``, ``run_id``), as Flower's ServerApp runtime
     does, so that ``Message(content, dst_node_id=..., message_type=...)`` works."""
 
+    delivers_in_process = True  # FedBuff's clock ``auto``: simulated here (replies are instant)
+
     def __init__(
         self,
         client_app: ClientAppFn,

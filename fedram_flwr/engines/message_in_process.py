@@ -11,6 +11,8 @@ Message-API strategy and ClientApp plug in: Flower's own, or the project's. The 
 :func:`project_components` (``fedram run --api message``), is the scenario's algorithm as
 its Message-API strategy under ``with_availability`` and the project's ClientApp: the
 legacy run's model, rows and files, bit for bit (tests/engines/test_message_api_engines.py).
+An asynchronous algorithm (FedBuff) runs its own strategy instead
+(:func:`~fedram_flwr.engines.fedbuff_message.serve_fedbuff_grid`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from flwr.serverapp.strategy import Strategy as MessageStrategy
 from fedram_flwr.client_app import project_message_app
 from fedram_flwr.clients.wire import partition_id
 from fedram_flwr.config import Scenario, round_based_only
+from fedram_flwr.engines.fedbuff_message import serve_fedbuff_grid
 from fedram_flwr.engines.grid import ClientAppFn, InProcessGrid
 from fedram_flwr.engines.in_process import quiet_single_threaded, recorder_settings, run_in_process
 from fedram_flwr.engines.message_recording import (
@@ -39,6 +42,7 @@ from fedram_flwr.engines.message_recording import (
 from fedram_flwr.experiment import Experiment
 from fedram_flwr.message_api import with_availability
 from fedram_flwr.models import get_weights
+from fedram_flwr.registry import is_asynchronous
 from fedram_flwr.rundir import RunDirectory
 
 
@@ -126,15 +130,12 @@ def run_message_in_process(
     """Run one (scenario, seed) to completion through ``components(Experiment(scenario,
     seed))`` (default :func:`project_components`: the scenario's own algorithm, oracle
     and clients); the run directory records it (see :func:`run_in_process`)."""
-    round_based_only(scenario.time, "the Message API")
-    return run_in_process(
-        scenario,
-        seed,
-        run_dir,
-        label=label,
-        serve=partial(serve_messages, components or project_components),
-        api="message",
-    )
+    if components is None and is_asynchronous(scenario):  # FedBuff: push and pull, no rounds
+        serve: Callable[[Experiment, RunDirectory, str], None] = serve_fedbuff_grid
+    else:
+        round_based_only(scenario.time, "the Message API")
+        serve = partial(serve_messages, components or project_components)
+    return run_in_process(scenario, seed, run_dir, label=label, serve=serve, api="message")
 
 
 def serve_messages(

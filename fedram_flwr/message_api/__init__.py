@@ -3,7 +3,8 @@
 Also availability for any strategy (:func:`with_availability`), the client side of the
 partition-id contract (:func:`partition_id_query`) and the reply order of a round
 (:func:`ordered_replies`). Each strategy here runs the same core, declared once, as its
-legacy adapter in :mod:`fedram_flwr.strategies`.
+legacy adapter in :mod:`fedram_flwr.strategies`; asynchronous FedBuff (:class:`FedBuff`:
+push and pull of messages, no rounds) runs the core and event loop of its in-process run.
 """
 
 from fedram_flwr.message_api.algorithms import (
@@ -31,6 +32,7 @@ from fedram_flwr.message_api.algorithms import (
 )
 from fedram_flwr.message_api.algorithms_per_node import FedAWE, RFedFair
 from fedram_flwr.message_api.availability import AvailabilityStrategy, with_availability
+from fedram_flwr.message_api.fedbuff import FedBuff
 from fedram_flwr.message_api.partitions import partition_id_query
 from fedram_flwr.message_api.round_guard import ordered_replies
 from fedram_flwr.message_api.strategy import CoreMessageStrategy
@@ -50,6 +52,7 @@ __all__ = [
     "FedAvgAll",
     "FedAWE",
     "FedAvgIS",
+    "FedBuff",
     "FedAvgSampled",
     "FedCVaRAvg",
     "FedStale",

@@ -7,7 +7,7 @@ one place scenarios are validated.
   :mod:`fedram_flwr.availability.specs` (availability knowledge a node reads) and are
   re-exported here; ``registry.oracles`` & co. stay as aliases of their modules there.
 - :mod:`~fedram_flwr.registry.algorithms`: ``ALGORITHMS``, one spec per algorithm;
-  ``ASYNC_ALGORITHMS``, the asynchronous ones (FedBuff: in-process only).
+  ``ASYNC_ALGORITHMS``, the asynchronous ones (FedBuff: its event loop, and the Message API).
 - :mod:`~fedram_flwr.registry.validate`: :func:`load_scenario`,
   :func:`scenario_from_dict`, :func:`with_overrides` (schema + registry checks).
 

@@ -19,6 +19,7 @@ from typing import Any
 from fedram_flwr import strategies as st
 from fedram_flwr.availability.specs.oracles import MARKOV
 from fedram_flwr.message_api import algorithms as ma
+from fedram_flwr.message_api.fedbuff import FedBuff
 from fedram_flwr.registry.algorithms_rc_fl import QFFLParams, RFedFairChecks
 from fedram_flwr.registry.params import OracleInformed
 from fedram_flwr.registry.specs import AlgorithmSpec, AsyncAlgorithmSpec, Hidden
@@ -80,15 +81,16 @@ ALGORITHMS: dict[str, AlgorithmSpec[Any]] = {
 
 
 FEDBUFF_LEFT = (
-    "issue 28 item 4 leaves FedBuff's Message-API adapter (push and pull of messages) "
-    "for Flower's Simulation and Deployment Engines (docs/fedbuff.md)"
+    "Flower's legacy server runs blocking rounds, and FedBuff there would need a server "
+    "loop of its own: not planned (docs/fedbuff.md); use --api message"
 )
 
 ASYNC_ALGORITHMS: dict[str, AsyncAlgorithmSpec[Any]] = {
     spec.name: spec
     for spec in (
         # FedBuff (Nguyen et al., AISTATS 2022): buffered asynchronous aggregation
-        AsyncAlgorithmSpec("fedbuff", FedBuffCore, FEDBUFF_LEFT),
+        AsyncAlgorithmSpec("fedbuff", FedBuffCore, FedBuff, FEDBUFF_LEFT),
     )
 }
-"""The asynchronous algorithms: in-process only (their event loop), no Flower strategy."""
+"""The asynchronous algorithms: their event loop in-process, their Message-API strategy
+anywhere; no legacy Flower strategy."""

@@ -78,8 +78,9 @@ def algorithm_table(spec: AnySpec) -> str:
     """One algorithm's section: its classes and the table of its parameters."""
     if isinstance(spec, AsyncAlgorithmSpec):
         classes = (
-            f"`{spec.core.__module__}.{spec.core.__name__}` (asynchronous: in-process only, "
-            "no Flower strategy yet; docs/fedbuff.md)"
+            f"`{spec.core.__module__}.{spec.core.__name__}` / "
+            f"`{spec.message_strategy.__module__}.{spec.message_strategy.__name__}` "
+            "(asynchronous: the in-process event loop and the Message API; docs/fedbuff.md)"
         )
     else:
         classes = (

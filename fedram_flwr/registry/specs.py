@@ -91,19 +91,34 @@ class AlgorithmSpec(Generic[AP]):
             return self.message_strategy(**params.message_kwargs(run), **common)
 
 
+ROUND_SAMPLING = (
+    "fraction_train",
+    "fraction_evaluate",
+    "min_train_nodes",
+    "min_evaluate_nodes",
+    "min_available_nodes",
+    "train_metrics_aggr_fn",
+)
+"""Flower FedAvg's round-sampling arguments (``Experiment.message_strategy`` gives them):
+an asynchronous strategy keeps C training and samples no rounds, so they do not apply."""
+
+
 @dataclass(frozen=True)
 class AsyncAlgorithmSpec(Generic[AP]):
-    """One asynchronous algorithm (FedBuff): no round, so no Flower strategy yet.
+    """One asynchronous algorithm (FedBuff): no rounds, so no legacy Flower strategy.
 
     ``core`` is its Flower-free core (its ``algorithm.params`` are derived from its
     declarations, as :class:`AlgorithmSpec`'s; its clients are found by name on the client
-    side, :func:`~fedram_flwr.clients.train_blocks.objective_of`), ``left`` what is
-    not built yet (said when a Flower engine or API is asked for it). The in-process
-    engine runs it with its event loop
-    (:mod:`fedram_flwr.engines.fedbuff_in_process`)."""
+    side, :func:`~fedram_flwr.clients.train_blocks.objective_of`), ``message_strategy`` its
+    Message-API strategy (:class:`~fedram_flwr.message_api.fedbuff.FedBuff`: push and pull,
+    not rounds), ``left`` what is not built (said when Flower's legacy API is asked for
+    it). The in-process engine runs it with its event loop
+    (:mod:`fedram_flwr.engines.fedbuff_in_process`), the Message API in-process and on
+    Flower's engines with :mod:`fedram_flwr.engines.fedbuff_message`."""
 
     name: str
     core: type
+    message_strategy: type[MessageStrategy]
     left: str
     reads_hidden: frozenset[Hidden] = frozenset()
     scenario: type[AlgorithmParams] = AlgorithmParams
@@ -113,11 +128,11 @@ class AsyncAlgorithmSpec(Generic[AP]):
         object.__setattr__(self, "params", params_for(self.core, self.scenario, self.reads_hidden))
 
     def refusal(self, where: str) -> ScenarioError:
-        """The error a Flower engine or API gives: which item is left."""
+        """The error Flower's legacy API gives: which item is left."""
         return ScenarioError(
-            f"algorithm.name: {self.name} is asynchronous and runs on the in-process engine "
-            f"with the legacy clients only (fedram run without --engine and --api); {where} "
-            f"is not built yet: {self.left}"
+            f"algorithm.name: {self.name} is asynchronous and runs through Flower's Message "
+            f"API (any engine) or the in-process event loop (fedram run without --engine "
+            f"and --api); {where} is not built: {self.left}"
         )
 
     def build_core(self, params: AP, run: Run) -> Any:
@@ -130,8 +145,14 @@ class AsyncAlgorithmSpec(Generic[AP]):
         raise self.refusal("a legacy Flower strategy")
 
     def build_message_strategy(self, params: AP, run: Run, **common: Any) -> MessageStrategy:
-        """Refuse: no Message-API strategy (:meth:`refusal`)."""
-        raise self.refusal("a Message-API strategy")
+        """The Message-API strategy: the core's params, ``run``'s seed and nodes
+        (``data.num_clients``), and ``common`` but Flower's round sampling
+        (:data:`ROUND_SAMPLING`)."""
+        kwargs = {k: v for k, v in common.items() if k not in ROUND_SAMPLING}
+        kwargs.setdefault("seed", run.seed)
+        kwargs.setdefault("min_nodes", run.scenario.data.num_clients)
+        with scenario_errors(params):
+            return self.message_strategy(**params.core_kwargs(run), **kwargs)
 
 
 @contextmanager

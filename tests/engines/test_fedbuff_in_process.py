@@ -1,5 +1,6 @@
 """FedBuff in-process (fedram_flwr/engines/fedbuff_in_process.py) through ``fedram run``:
-what each server step records, one seed one model, and the engines that refuse it."""
+what each server step records, one seed one model, and what refuses it (Flower's legacy
+API on Flower's engines, the wall clock in the event loop)."""
 
 from __future__ import annotations
 
@@ -80,24 +81,33 @@ def test_time_model_gives_stale_weighted_updates_and_one_seed_one_model(tmp_path
     assert [r["staleness"] for r in again.read_metrics()[1:]] == [r["staleness"] for r in steps]
 
 
-@pytest.mark.parametrize(
-    "argv, named",
-    [
-        (["--engine", "flwr"], "--engine flwr"),
-        (["--engine", "deployment"], "--engine deployment"),
-        (["--api", "message"], "--api message"),
-    ],
-)
-def test_flower_engines_and_the_message_api_refuse_it_naming_what_is_left(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], named: str
+@pytest.mark.parametrize("engine", ["flwr", "deployment"])
+def test_flowers_legacy_api_refuses_it_naming_what_is_left(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], engine: str
 ) -> None:
     path = tmp_path / "fedbuff.yaml"
     path.write_text(yaml.safe_dump(fedbuff_dict()))
+    argv = ["--engine", engine, "--api", "legacy"]
     code = main(["run", str(path), "--out", str(tmp_path / "runs"), *argv])
     err = capsys.readouterr().err
     assert code == 2 and "algorithm.name: fedbuff is asynchronous" in err
-    assert named in err and "Message-API adapter" in err and "issue 28 item 4" in err
+    assert f"--engine {engine} --api legacy" in err and "not planned" in err
+    assert "use --api message" in err
     assert not (tmp_path / "runs").exists()
+
+
+def test_the_event_loop_refuses_the_wall_clock(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The legacy loop calls its clients one after another: only the Message API takes
+    updates as replies arrive."""
+    path = tmp_path / "fedbuff.yaml"
+    path.write_text(yaml.safe_dump(fedbuff_dict(clock="wall")))
+    assert main(["run", str(path), "--out", str(tmp_path / "runs")]) == 2
+    assert "algorithm.params.clock: wall" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
+    with pytest.raises(ScenarioError, match="clock: wall .* needs Flower's Message API"):
+        run_fedbuff_in_process(scenario_from_dict(fedbuff_dict(clock="wall")), 0, tmp_path / "r")
 
 
 def test_fedram_run_in_process_runs_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -124,12 +134,13 @@ def test_bad_params_fail_at_load_naming_the_field() -> None:
     assert "algorithm.params.buffer_size" in scenario_error(fedbuff_dict(buffer_size=0))
 
 
-def test_flower_faces_refuse_to_build_naming_what_is_left() -> None:
+def test_flower_faces_build_the_message_strategy_and_refuse_the_legacy_one() -> None:
     """What ``flwr run .`` (server_app: ``message_strategy``) and the legacy engines ask."""
-    exp = Experiment(scenario_from_dict(fedbuff_dict()), 0)
-    with pytest.raises(ScenarioError, match="Message-API strategy is not built yet: issue 28"):
-        exp.message_strategy()
-    with pytest.raises(ScenarioError, match="legacy Flower strategy is not built yet"):
+    exp = Experiment(scenario_from_dict(fedbuff_dict(buffer_size=2)), 0)
+    strategy = exp.message_strategy()
+    assert type(strategy).__name__ == "FedBuff" and strategy.core.buffer_size == 2
+    assert strategy.seed == 0 and strategy.min_nodes == 3  # one node per partition
+    with pytest.raises(ScenarioError, match="legacy Flower strategy is not built: Flower's"):
         exp.strategy()
 
 
