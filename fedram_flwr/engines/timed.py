@@ -99,8 +99,6 @@ def time_model(exp: Experiment, manager: OracleClientManager) -> TimeModel:
     )
 
 
-
-
 def late_rule(strategy: Any) -> str | None:
     """How ``strategy``'s core takes a late update (``Core.late_updates``), through the
     wrappers that hold it as ``strategy`` (a recorder, an availability wrapper)."""
