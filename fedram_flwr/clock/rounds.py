@@ -278,6 +278,30 @@ def finish_round(
     return TimedRound(after, kept, row)
 
 
+def late_rule(strategy: Any) -> str | None:
+    """Say how ``strategy``'s core takes a late update.
+
+    Parameters
+    ----------
+    strategy : Any
+        A strategy with a ``core``, or a wrapper that holds one as ``strategy`` (a
+        recorder, an availability wrapper), at any depth.
+
+    Returns
+    -------
+    str or None
+        The core's ``late_updates`` (``None`` also without a core).
+    """
+    seen: set[int] = set()
+    while strategy is not None and id(strategy) not in seen:
+        seen.add(id(strategy))
+        core = getattr(strategy, "core", None)
+        if core is not None:
+            return getattr(core, "late_updates", None)
+        strategy = getattr(strategy, "strategy", None)
+    return None
+
+
 def rebase_arrays(
     reply: Sequence[np.ndarray], sent: Sequence[np.ndarray], current: Sequence[np.ndarray]
 ) -> list[np.ndarray]:

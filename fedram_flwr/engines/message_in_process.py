@@ -28,7 +28,7 @@ from flwr.serverapp.strategy import Strategy as MessageStrategy
 
 from fedram_flwr.client_app import project_message_app
 from fedram_flwr.clients.wire import partition_id
-from fedram_flwr.config import Scenario, round_based_only
+from fedram_flwr.config import Scenario
 from fedram_flwr.engines.grid import ClientAppFn, InProcessGrid
 from fedram_flwr.engines.in_process import quiet_single_threaded, recorder_settings, run_in_process
 from fedram_flwr.engines.message_recording import (
@@ -36,8 +36,8 @@ from fedram_flwr.engines.message_recording import (
     ServerEvaluate,
     metric_record,
 )
+from fedram_flwr.engines.timed import message_availability
 from fedram_flwr.experiment import Experiment
-from fedram_flwr.message_api import with_availability
 from fedram_flwr.models import get_weights
 from fedram_flwr.rundir import RunDirectory
 
@@ -108,7 +108,7 @@ def project_components(exp: Experiment) -> MessageComponents:
         return exp, partition_id(context)
 
     return MessageComponents(
-        strategy=with_availability(strategy, exp.client_manager()),
+        strategy=message_availability(exp, strategy, exp.client_manager()),
         client_app=project_message_app(experiment_of),
         initial_arrays=get_weights(exp.new_model()),
         evaluate=project_evaluate(exp, strategy),
@@ -126,7 +126,6 @@ def run_message_in_process(
     """Run one (scenario, seed) to completion through ``components(Experiment(scenario,
     seed))`` (default :func:`project_components`: the scenario's own algorithm, oracle
     and clients); the run directory records it (see :func:`run_in_process`)."""
-    round_based_only(scenario.time, "the Message API")
     return run_in_process(
         scenario,
         seed,

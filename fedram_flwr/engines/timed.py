@@ -26,11 +26,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 from types import SimpleNamespace
-from typing import Any
 
 from flwr.common import FitIns, FitRes, Parameters
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.server import FitResultsAndFailures
+from flwr.serverapp.strategy import Strategy as MessageStrategy
 
 from fedram_flwr.availability import OracleClientManager
 from fedram_flwr.availability.timed import AvailableAt, clock_availability
@@ -40,12 +40,16 @@ from fedram_flwr.clock.rounds import (
     TimedState,
     TimeModel,
     finish_round,
+    late_rule,
     rebase_arrays,
     start_clients,
 )
 from fedram_flwr.config import TimeConfig
 from fedram_flwr.engines.resume import ResumableServer
 from fedram_flwr.experiment import Experiment
+from fedram_flwr.message_api import with_availability
+from fedram_flwr.message_api.availability import AvailabilityStrategy
+from fedram_flwr.message_api.timed import TimedAvailability
 from fedram_flwr.models import get_weights
 from fedram_flwr.protocol import npy_array, npy_bytes
 from fedram_flwr.training import num_local_steps
@@ -97,19 +101,6 @@ def time_model(exp: Experiment, manager: OracleClientManager) -> TimeModel:
         policy=config.policy,
         idle_s=idle_seconds(config),
     )
-
-
-def late_rule(strategy: Any) -> str | None:
-    """How ``strategy``'s core takes a late update (``Core.late_updates``), through the
-    wrappers that hold it as ``strategy`` (a recorder, an availability wrapper)."""
-    seen: set[int] = set()
-    while strategy is not None and id(strategy) not in seen:
-        seen.add(id(strategy))
-        core = getattr(strategy, "core", None)
-        if core is not None:
-            return getattr(core, "late_updates", None)
-        strategy = getattr(strategy, "strategy", None)
-    return None
 
 
 def rebased(res: FitRes, sent: Parameters, current: Parameters) -> FitRes:
@@ -180,3 +171,14 @@ class TimedServer(ResumableServer):
         if recorder is not None:  # the round's clock in the recorder's row
             recorder(out.row)
         return out.kept
+
+
+def message_availability(
+    exp: Experiment, strategy: MessageStrategy, oracle: OracleClientManager
+) -> AvailabilityStrategy:
+    """``strategy`` under ``oracle``: on the simulated clock when ``exp``'s scenario has a
+    ``time:`` section (:class:`~fedram_flwr.message_api.timed.TimedAvailability`), else
+    :func:`~fedram_flwr.message_api.with_availability`."""
+    if exp.scenario.time is None:
+        return with_availability(strategy, oracle)
+    return TimedAvailability(strategy, oracle, time_model(exp, oracle), exp.seed)

@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 from flwr.common import Code, FitRes, Parameters, Status
 
-from fedram_flwr.config import ScenarioError
 from fedram_flwr.engines import run_in_process, run_message_in_process
 from fedram_flwr.engines.timed import rebased
 from fedram_flwr.plots import plot_run
@@ -207,13 +206,62 @@ def test_a_late_update_is_rebased_on_the_current_model() -> None:
     assert moved.num_examples == 10
 
 
-def test_the_message_api_refuses_a_time_section(tmp_path: Path) -> None:
-    time = {
-        "speeds": {
-            "compute_ms_per_sample": {"median": 20.0},
-            "bandwidth_kbps": {"median": 1000.0},
-        }
+def deadline(tmp_path: Path, late: str) -> dict:
+    return {
+        "speeds": {"law": "fedscale", "path": capacity(tmp_path, [10.0, 20.0, 40.0])},
+        "policy": {"kind": "deadline", "deadline_s": 6.0, "late": late},
     }
-    scenario = scenario_from_dict(tiny({"name": "fedavg"}, ALWAYS, time))
-    with pytest.raises(ScenarioError, match="time: a simulated clock runs on the in-process"):
-        run_message_in_process(scenario, 0, tmp_path / "m")
+
+
+def over_selection(tmp_path: Path, late: str) -> dict:
+    return {
+        "speeds": {"law": "fedscale", "path": capacity(tmp_path, [10.0, 20.0, 40.0])},
+        "policy": {"kind": "over-selection", "select": 1, "over": 2.0, "late": late},
+    }
+
+
+def lognormal_diurnal(tmp_path: Path, late: str) -> dict:
+    return {
+        "speeds": {
+            "compute_ms_per_sample": {"median": 20.0, "sigma": 0.8},
+            "bandwidth_kbps": {"median": 1000.0, "sigma": 1.0},
+        },
+        "availability": {"law": "diurnal", "base": [0.6], "slot_seconds": 5.0},
+        "policy": {"kind": "deadline", "deadline_s": 6.0, "late": late},
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "time", "late", "delivered"),
+    [
+        ("mifa", deadline, "keep", True),  # re-based late updates
+        ("fedawe", deadline, "keep", True),  # late updates as sent
+        ("fedavg", deadline, "keep", False),  # dropped when they arrive
+        ("fed-cvar-avg", deadline, "drop", False),
+        ("fedavg", over_selection, "drop", False),
+        ("fedvarp", over_selection, "keep", True),
+        ("fedvarp", lognormal_diurnal, "keep", True),
+    ],
+)
+def test_the_message_api_gives_the_legacy_timed_run(
+    tmp_path: Path, name: str, time, late: str, delivered: bool
+) -> None:
+    """The Message API in-process (``TimedAvailability``) and the legacy API
+    (``TimedServer``) call one timed round: the same clients started, used, late and
+    dropped, the same clock, rows and final model, bit for bit."""
+    availability = ALWAYS if time is not lognormal_diurnal else TINY_GAUSSIAN["availability"]
+    scenario = scenario_from_dict(tiny({"name": name}, availability, time(tmp_path, late), 8))
+    legacy = run_in_process(scenario, 1, tmp_path / "legacy")
+    message = run_message_in_process(scenario, 1, tmp_path / "message")
+    assert message.api() == "message"
+    for x, y in zip(final_arrays(legacy), final_arrays(message), strict=True):
+        assert x.dtype == y.dtype and np.array_equal(x, y)
+    rows, got = legacy.read_metrics(), message.read_metrics()
+    assert [[r.get(k) for k in TIME_KEYS] for r in got] == [
+        [r.get(k) for k in TIME_KEYS] for r in rows
+    ]
+    assert without_timings(got) == without_timings(rows)
+    assert legacy.read_summary()["sim-seconds"] == message.read_summary()["sim-seconds"]
+    # the cases exercise what they are for
+    assert sum(r["late-delivered"] for r in rows[1:]) > 0 if delivered else True
+    assert sum(r["dropped"] + r["late"] for r in rows[1:]) > 0
