@@ -26,8 +26,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 from types import SimpleNamespace
+from typing import Any
 
-from flwr.common import FitIns, FitRes, Parameters
+from flwr.common import Code, FitIns, FitRes, Parameters, Status
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.server import FitResultsAndFailures
 from flwr.serverapp.strategy import Strategy as MessageStrategy
@@ -35,8 +36,10 @@ from flwr.serverapp.strategy import Strategy as MessageStrategy
 from fedram_flwr.availability import OracleClientManager
 from fedram_flwr.availability.timed import AvailableAt, clock_availability
 from fedram_flwr.clock import SimulatedClock, Task, model_size_kbit, scenario_speeds
+from fedram_flwr.clock.policy import LateUpdate
 from fedram_flwr.clock.rounds import (
     ClockedDraws,
+    InFlight,
     TimedState,
     TimeModel,
     finish_round,
@@ -52,6 +55,7 @@ from fedram_flwr.message_api.availability import AvailabilityStrategy
 from fedram_flwr.message_api.timed import TimedAvailability
 from fedram_flwr.models import get_weights
 from fedram_flwr.protocol import npy_array, npy_bytes
+from fedram_flwr.rundir.checkpoint import CheckpointError
 from fedram_flwr.training import num_local_steps
 
 FEDSCALE_IDLE_SECONDS = 60.0
@@ -172,6 +176,23 @@ class TimedServer(ResumableServer):
             recorder(out.row)
         return out.kept
 
+    def checkpoint(self) -> dict[str, Any]:
+        """The strategy's checkpoint, and the clock and the late updates in flight
+        (:func:`in_flight_record`) under ``"clock"``."""
+        pending = [in_flight_record(p) for p in self.timed.pending]
+        return {**super().checkpoint(), "clock": {"clock": self.timed.clock, "pending": pending}}
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        """Take back what :meth:`checkpoint` gave; :class:`CheckpointError` (nothing
+        changed) for a late update of a client not connected or not a reply."""
+        proxies = self.client_manager().all()
+        try:
+            pending = tuple(in_flight(r, proxies) for r in saved["clock"]["pending"])
+        except (KeyError, TypeError, ValueError) as err:
+            raise CheckpointError(f"not this run's (clock.pending: {err!r})") from None
+        super().restore(saved)
+        self.timed = TimedState(saved["clock"]["clock"], pending)
+
 
 def message_availability(
     exp: Experiment, strategy: MessageStrategy, oracle: OracleClientManager
@@ -182,3 +203,32 @@ def message_availability(
     if exp.scenario.time is None:
         return with_availability(strategy, oracle)
     return TimedAvailability(strategy, oracle, time_model(exp, oracle), exp.seed)
+
+
+def in_flight_record(update: InFlight[Reply]) -> dict[str, Any]:
+    """A late update in flight as a checkpoint holds it: its :class:`LateUpdate`, its
+    client's ``cid``, the ``FitRes`` and the ``Parameters`` it was sent, field by field."""
+    proxy, res = update.reply
+    return {
+        "update": update.update,
+        "cid": proxy.cid,
+        "status": [int(res.status.code.value), res.status.message],
+        "tensors": list(res.parameters.tensors),
+        "tensor-type": res.parameters.tensor_type,
+        "num-examples": res.num_examples,
+        "metrics": dict(res.metrics),
+        "sent": list(update.sent.tensors),
+        "sent-type": update.sent.tensor_type,
+    }
+
+
+def in_flight(record: dict[str, Any], proxies: dict[str, ClientProxy]) -> InFlight[Reply]:
+    """The late update :func:`in_flight_record` saved, its client's proxy among
+    ``proxies`` (by ``cid``)."""
+    if not isinstance(record["update"], LateUpdate):
+        raise TypeError(f"update: a {type(record['update']).__name__}, not a LateUpdate")
+    status = Status(Code(record["status"][0]), str(record["status"][1]))
+    params = Parameters(list(record["tensors"]), str(record["tensor-type"]))
+    res = FitRes(status, params, int(record["num-examples"]), dict(record["metrics"]))
+    sent = Parameters(list(record["sent"]), str(record["sent-type"]))
+    return InFlight(record["update"], (proxies[record["cid"]], res), sent)

@@ -19,6 +19,7 @@ from fedram_flwr.engines.timed import rebased
 from fedram_flwr.plots import plot_run
 from fedram_flwr.protocol import npy_array, npy_bytes
 from fedram_flwr.registry import ALGORITHMS, scenario_from_dict
+from fedram_flwr.rundir import CHECKPOINT_FILE, checkpoint, read_checkpoint
 from tests.helpers import TINY_GAUSSIAN, final_arrays, without_timings
 
 STEPS, BATCH, KBIT = 6, 16, 36 / 1024 * 8
@@ -265,3 +266,39 @@ def test_the_message_api_gives_the_legacy_timed_run(
     # the cases exercise what they are for
     assert sum(r["late-delivered"] for r in rows[1:]) > 0 if delivered else True
     assert sum(r["dropped"] + r["late"] for r in rows[1:]) > 0
+
+
+def test_an_interrupted_timed_run_resumes_to_the_uninterrupted_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MIFA under a deadline with late updates kept, a checkpoint every 3 rounds: after
+    round 3 client 2's update is in flight (it arrives in round 4, re-based). Failed at
+    round 6's checkpoint and resumed from round 3's, the run ends with the clock, rows and
+    model of a run never stopped."""
+    scenario = scenario_from_dict(tiny({"name": "mifa"}, ALWAYS, deadline(tmp_path, "keep"), 8))
+    reference = run_in_process(scenario, 0, tmp_path / "reference", checkpoint_every=0)
+    write = checkpoint.write_checkpoint
+
+    def write_or_fail(folder: Path, saved: checkpoint.Checkpoint) -> Path:
+        if saved.round == 6:
+            raise RuntimeError("round 6")
+        return write(folder, saved)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(checkpoint, "write_checkpoint", write_or_fail)
+        with pytest.raises(RuntimeError, match="round 6"):
+            run_in_process(scenario, 0, tmp_path / "run", checkpoint_every=3)
+    saved = read_checkpoint(tmp_path / "run" / CHECKPOINT_FILE)
+    (late,) = saved.strategy["clock"]["pending"]
+    assert (saved.round, late["update"].client, late["update"].started_round) == (3, 2, 3)
+    assert saved.strategy["clock"]["clock"].now == pytest.approx(12.0 + seconds(20.0, 1000.0))
+    resumed = run_in_process(scenario, 0, tmp_path / "run", checkpoint_every=3)
+    assert json.loads((resumed.path / "status.json").read_text())["resumed-from"] == 3
+    for x, y in zip(final_arrays(reference), final_arrays(resumed), strict=True):
+        assert x.dtype == y.dtype and np.array_equal(x, y)
+    rows, got = reference.read_metrics(), resumed.read_metrics()
+    assert [[r.get(k) for k in TIME_KEYS] for r in got] == [
+        [r.get(k) for k in TIME_KEYS] for r in rows
+    ]
+    assert without_timings(got) == without_timings(rows)
+    assert [r["late-delivered"] for r in got[1:]] == [0, 1] * 4
