@@ -3,6 +3,7 @@ written by hand: time to a target accuracy, accuracy against simulated hours."""
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -128,3 +129,19 @@ def test_a_run_that_ends_before_the_budget_is_an_error() -> None:
     assert [r["round"] for r in within_budget(rows, 2.0)] == [0, 1, 2]
     with pytest.raises(ValueError, match="ends at 2.000 simulated hours, before the budget of 2.5"):
         within_budget(rows, 2.5)
+
+
+def test_the_results_page_figure_counts_work_cumulatively() -> None:
+    """scripts/time_results_figure.py (docs/time-results.md): accuracy against the client
+    updates computed so far, on a grid up to the fewest any seed computed."""
+    path = Path(__file__).resolve().parents[2] / "scripts" / "time_results_figure.py"
+    spec = importlib.util.spec_from_file_location("time_results_figure", path)
+    figure = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(figure)
+    rows = work(clocked([0.1, 0.5, 0.7], [1.0, 2.0]), "started", [4, 6])
+    rows.insert(2, {"round": 2, "started": 3, "sim-seconds": 5400.0})  # not evaluated
+    got = figure.curves(rows)
+    assert got.tolist() == [[0, 0.0, 0, 0.1], [1, 1.0, 4, 0.5], [2, 2.0, 13, 0.7]]
+    other = figure.curves(work(clocked([0.3, 0.5, 0.9], [1.0, 2.0]), "started", [2, 2]))
+    grid, mean = figure.mean_on_grid([got, other], column=2)
+    assert grid[-1] == 4 and mean[-1] == pytest.approx((0.5 + 0.9) / 2)
