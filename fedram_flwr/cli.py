@@ -273,8 +273,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     target = args.target_accuracy
     if target is not None and not 0.0 <= target <= 1.0:
         raise ScenarioError(f"--target-accuracy: {target!r} is not an accuracy in [0, 1]")
+    budget = args.time_budget
+    if budget is not None and (target is None or not budget > 0.0):
+        raise ScenarioError(
+            f"--time-budget: {budget!r}: give a number of simulated hours > 0, with "
+            "--target-accuracy"
+        )
     complete_plot_inputs(args.runs)
-    report = write_report(args.runs, target_accuracy=target)
+    report = write_report(args.runs, target_accuracy=target, time_budget=budget)
     print(report.read_text())
     print(f"fedram: wrote {report}", file=sys.stderr)
     return report_problems(RunSet.load(args.runs), strict=args.strict)

@@ -149,6 +149,14 @@ def test_a_target_accuracy_outside_0_1_exits_2(tmp_path: Path, capsys) -> None:
     assert code == 2 and "--target-accuracy: 70.0 is not an accuracy in [0, 1]" in err
 
 
+@pytest.mark.parametrize(
+    "given", [["--time-budget", "6"], ["--time-budget", "0", "--target-accuracy", "0.7"]]
+)
+def test_a_time_budget_needs_hours_and_a_target_or_exits_2(tmp_path: Path, capsys, given) -> None:
+    code, _, err = fedram(capsys, "report", tmp_path, *given)
+    assert code == 2 and "--time-budget" in err and "with --target-accuracy" in err
+
+
 def test_a_time_section_runs_through_the_message_api(tmp_path: Path, capsys) -> None:
     """``--api message`` runs a timed scenario (once refused) to the legacy API's rows."""
     speeds = {"compute_ms_per_sample": {"median": 20.0}, "bandwidth_kbps": {"median": 1e3}}
