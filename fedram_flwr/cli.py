@@ -55,7 +55,7 @@ import yaml
 
 from fedram_flwr.app_config import parse_override
 from fedram_flwr.cli_args import parse_kills, parser
-from fedram_flwr.config import Scenario, ScenarioError, round_based_only
+from fedram_flwr.config import Scenario, ScenarioError
 from fedram_flwr.data import DatasetNotFoundError
 from fedram_flwr.extras import MissingExtraError, is_missing_extra, missing_extra
 from fedram_flwr.interrupt import RunInterrupted, record_interrupted
@@ -143,10 +143,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise ScenarioError(f"--out {args.out}: {existing} is a file, not a folder")
     seeds = list(scenario.seeds)
     variants = scenario.variants()
-    if args.engine != "in-process" or args.api != "legacy":
-        for _, v in variants:
-            if not is_asynchronous(v):  # FedBuff runs its clock itself
-                round_based_only(v.time, f"--engine {args.engine} --api {args.api}")
     swept = {label: values for (label, _), values in zip(variants, swept_values(scenario.sweep))}
     if args.variant:
         unknown = set(args.variant) - {label for label, _ in variants}
@@ -282,8 +278,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     target = args.target_accuracy
     if target is not None and not 0.0 <= target <= 1.0:
         raise ScenarioError(f"--target-accuracy: {target!r} is not an accuracy in [0, 1]")
+    budget = args.time_budget
+    if budget is not None and (target is None or not budget > 0.0):
+        raise ScenarioError(
+            f"--time-budget: {budget!r}: give a number of simulated hours > 0, with "
+            "--target-accuracy"
+        )
     complete_plot_inputs(args.runs)
-    report = write_report(args.runs, target_accuracy=target)
+    report = write_report(args.runs, target_accuracy=target, time_budget=budget)
     print(report.read_text())
     print(f"fedram: wrote {report}", file=sys.stderr)
     return report_problems(RunSet.load(args.runs), strict=args.strict)

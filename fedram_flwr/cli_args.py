@@ -108,6 +108,14 @@ def parser(description: str) -> argparse.ArgumentParser:
         help="add a table of the rounds and simulated hours each variant takes to reach "
         "this test accuracy (in [0, 1], e.g. 0.7); runs that never do show 'not reached'",
     )
+    rep.add_argument(
+        "--time-budget",
+        type=float,
+        metavar="HOURS",
+        help="with --target-accuracy: add a table of the runs on a clock cut at this many "
+        "simulated hours: time and client updates to the target, accuracy and updates "
+        "computed and dropped at the budget (every run must reach it)",
+    )
     show = sub.add_parser("show", help="print the resolved scenario and its variants")
     show.add_argument("scenario", type=Path)
     return p

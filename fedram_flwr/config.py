@@ -44,7 +44,6 @@ from fedram_flwr.time_config import LogNormalLaw as LogNormalLaw
 from fedram_flwr.time_config import RoundPolicyConfig as RoundPolicyConfig
 from fedram_flwr.time_config import SpeedsConfig as SpeedsConfig
 from fedram_flwr.time_config import TimeConfig
-from fedram_flwr.time_config import round_based_only as round_based_only
 
 MAX_CLIENTS = 100_000
 """The most clients a scenario may have (``data.num_clients``): far above any experiment

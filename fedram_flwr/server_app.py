@@ -35,15 +35,14 @@ from flwr.serverapp import Grid, ServerApp
 
 from fedram_flwr.app_config import APIS, run_api, run_settings
 from fedram_flwr.availability.manager import OracleClientManager
-from fedram_flwr.config import round_based_only
 from fedram_flwr.engines.fedbuff_message import serve_fedbuff_messages
 from fedram_flwr.engines.flwr.watchdog import OwnedRunDirectory
 from fedram_flwr.engines.in_process import recorder_settings, recording_strategy
 from fedram_flwr.engines.message_in_process import project_evaluate
 from fedram_flwr.engines.message_recording import MessageRecordingStrategy
 from fedram_flwr.engines.server import StrategyEveryRound
+from fedram_flwr.engines.timed import TimedServer, message_availability, time_model
 from fedram_flwr.experiment import Experiment
-from fedram_flwr.message_api import with_availability
 from fedram_flwr.models import get_weights
 from fedram_flwr.registry import is_asynchronous
 
@@ -55,8 +54,6 @@ DEFAULT_ROUND_TIMEOUT_S = 3600.0
 def start_run(context: Context, api: str) -> tuple[OwnedRunDirectory, Experiment, str]:
     """The run folder (started under the driver's token), the experiment, its label."""
     scenario, seed = run_settings(context.run_config)
-    if not is_asynchronous(scenario):  # FedBuff runs its clock itself
-        round_based_only(scenario.time, "Flower's Simulation or Deployment Engine")
     run_dir = str(context.run_config.get("run-dir", "")) or f"runs/flwr/{scenario.name}/seed{seed}"
     out = OwnedRunDirectory(Path(run_dir).resolve())  # no `complete` from an orphan
     token = str(context.run_config.get("run-token", ""))
@@ -77,9 +74,13 @@ def server_fn(context: Context) -> ServerAppComponents:
     out, exp, label = start_run(context, "legacy")
     manager = run_oracle(exp, context)
     strategy = recording_strategy(exp, out, label)
+    # the in-process engine's server loop: an empty round still reaches the strategy
+    server = StrategyEveryRound(client_manager=manager, strategy=strategy)
+    if exp.scenario.time is not None:  # on the simulated clock, under the round policy
+        model = time_model(exp, manager)
+        server = TimedServer(time=model, seed=exp.seed, client_manager=manager, strategy=strategy)
     return ServerAppComponents(
-        # the in-process engine's server loop: an empty round still reaches the strategy
-        server=StrategyEveryRound(client_manager=manager, strategy=strategy),
+        server=server,
         config=ServerConfig(num_rounds=exp.scenario.rounds, round_timeout=manager.round_timeout),
     )
 
@@ -94,7 +95,7 @@ def serve_messages(grid: Grid, context: Context) -> None:
         return
     strategy = exp.message_strategy()
     oracle = run_oracle(exp, context)
-    available = with_availability(strategy, oracle)
+    available = message_availability(exp, strategy, oracle)
     recorder = MessageRecordingStrategy(
         available,
         out,

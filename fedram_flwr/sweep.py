@@ -60,9 +60,13 @@ def swept_values(sweep: Mapping[str, list[Any]]) -> list[dict[str, Any]]:
 
 def label_part(key: str, value: Any) -> str:
     """``alpha=0.1`` for ``algorithm.alpha: 0.1``; a whole section given as a mapping
-    with a ``name`` (``algorithm: {name: afl, params: {...}}``) is labelled by it."""
+    with a ``name`` (``algorithm: {name: afl, params: {...}}``) is labelled by it, one
+    without (``time.policy: {kind: deadline, deadline_s: 60}``) by its values joined
+    with ``-`` (``policy=deadline-60``), so that the label stays a plain folder name."""
     if isinstance(value, Mapping) and "name" in value:
         return f"name={value['name']}"
+    if isinstance(value, Mapping):
+        return f"{key.split('.')[-1]}={'-'.join(str(v) for v in value.values())}"
     return f"{key.split('.')[-1]}={value}"
 
 

@@ -215,14 +215,3 @@ def _only_for(
 def _owners_of(owners: Mapping[str, tuple[str, ...]], name: str) -> str:
     """The laws (kinds) a setting belongs to, as a message lists them."""
     return ", ".join(k for k, names in owners.items() if name in names)
-
-
-def round_based_only(time: TimeConfig | None, where: str) -> None:
-    """Refuse a ``time:`` section where only rounds are counted (``where``: the engine
-    or API), naming where a timed run goes for now."""
-    if time is not None:
-        raise ScenarioError(
-            f"time: a simulated clock runs on the in-process engine with the legacy API "
-            f"only for now (fedram run without --engine and --api), not {where}; leave "
-            "the time section out to count rounds"
-        )

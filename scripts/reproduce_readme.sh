@@ -147,3 +147,13 @@ as="$OUT/amplified_scaffold_claim_fashion_mnist"
 cp "$as"/{report.md,curves.png} docs/results/amplified_scaffold_claim/
 .venv/bin/python scripts/class_groups_table.py "$as" --round 200 --groups 5 \
   > docs/results/amplified_scaffold_claim/period_end_groups.md
+# Issue 28 item 6: FedAvg waiting for all, with a deadline, over-selecting, FedBuff and the
+# memory methods fed late updates on one simulated clock, 3 seeds, cut at 6 simulated
+# hours (27 runs, 44 min in 3-5 processes on the 2 shared cores) -> docs/results/time_results.
+tr="$OUT/time_results_fashion_mnist"
+.venv/bin/fedram run scenarios/time_results_fashion_mnist.yaml --out "$OUT" >/dev/null
+.venv/bin/fedram report "$tr" --target-accuracy 0.8 --time-budget 6 >/dev/null
+mkdir -p docs/results/time_results
+cp "$tr"/{report.md,curves.png,curves_time.png} docs/results/time_results/
+.venv/bin/python scripts/time_results_figure.py "$tr" --budget 6 \
+  --out docs/results/time_results/accuracy_time_work.png

@@ -21,9 +21,12 @@ Flower's. What a round does, in this order:
 
 Round policies on a simulated clock (wait for all, a deadline, over-selection, late
 updates; issue 28) decide which replies reach a round before it is driven here: the
-policy is the pure :func:`fedram_flwr.clock.policy.apply_policy` over the clients'
-finish times, applied by the in-process engine's timed server
-(:mod:`fedram_flwr.engines.timed`), which hands this driver the replies it keeps.
+Flower-free timed round :mod:`fedram_flwr.clock.rounds` (the pure
+:func:`fedram_flwr.clock.policy.apply_policy` over the clients' finish times, the late
+updates, the clock), called by the legacy API's timed server
+(:mod:`fedram_flwr.engines.timed`) and the Message API's
+:class:`~fedram_flwr.message_api.timed.TimedAvailability`, which hand the adapters the
+replies it keeps.
 """
 
 from __future__ import annotations

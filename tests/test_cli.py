@@ -149,12 +149,28 @@ def test_a_target_accuracy_outside_0_1_exits_2(tmp_path: Path, capsys) -> None:
     assert code == 2 and "--target-accuracy: 70.0 is not an accuracy in [0, 1]" in err
 
 
-def test_a_time_section_on_flowers_engines_exits_2(tmp_path: Path, capsys) -> None:
+@pytest.mark.parametrize(
+    "given", [["--time-budget", "6"], ["--time-budget", "0", "--target-accuracy", "0.7"]]
+)
+def test_a_time_budget_needs_hours_and_a_target_or_exits_2(tmp_path: Path, capsys, given) -> None:
+    code, _, err = fedram(capsys, "report", tmp_path, *given)
+    assert code == 2 and "--time-budget" in err and "with --target-accuracy" in err
+
+
+def test_a_time_section_runs_through_the_message_api(tmp_path: Path, capsys) -> None:
+    """``--api message`` runs a timed scenario (once refused) to the legacy API's rows."""
     speeds = {"compute_ms_per_sample": {"median": 20.0}, "bandwidth_kbps": {"median": 1e3}}
-    scenario = write_scenario(tmp_path, time={"speeds": speeds})
-    code, _, err = fedram(capsys, "run", scenario, "--engine", "flwr", "--out", tmp_path / "r")
-    assert code == 2 and "time: a simulated clock runs on the in-process engine" in err
-    assert "not --engine flwr --api message" in err
+    scenario = write_scenario(tmp_path, time={"speeds": speeds}, sweep=None, rounds=2)
+    runs = {}
+    for api in ("legacy", "message"):
+        code, _, err = fedram(capsys, "run", scenario, "--api", api, "--out", tmp_path / api)
+        assert code == 0, err
+        (folder,) = (tmp_path / api).glob("*/*/seed*")
+        runs[api] = RunDirectory(folder)
+    rows = [without_timings(run.read_metrics()) for run in runs.values()]
+    assert rows[0] == rows[1]
+    clocks = [[r["sim-seconds"] for r in run.read_metrics()[1:]] for run in runs.values()]
+    assert clocks[0] == clocks[1] and clocks[0][-1] > 0
 
 
 def test_show_prints_the_resolved_scenario_and_its_variants(tmp_path: Path, capsys) -> None:

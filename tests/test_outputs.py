@@ -71,6 +71,8 @@ def test_label_fields_name_whole_sections_by_their_name() -> None:
     swept = {"algorithm": {"name": "afl", "params": {"lr_lambda": 0.1}}, "data.num_clients": 80}
     assert label_fields(swept) == {"name": "afl", "num_clients": "80"}
     assert label_fields({"algorithm.alpha": 1.0}) == {"alpha": "1.0"}
+    policy = {"time.policy": {"kind": "deadline", "deadline_s": 60.0, "late": "keep"}}
+    assert label_fields(policy) == {"policy": "deadline-60.0-keep"}  # as the folder's label
 
 
 def test_variant_record_survives_a_restart_of_the_run(tmp_path: Path) -> None:

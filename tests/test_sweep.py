@@ -76,3 +76,34 @@ def test_overriding_one_zipped_field_keeps_the_others_rows(scenario_dict) -> Non
         (0.5, 0.2, 8),
     ]
     assert "training.lr" in next(iter(scenario_dict["sweep"]))  # the input is untouched
+
+
+def test_sections_swept_whole_with_the_algorithm_are_labelled_as_folder_names(
+    scenario_dict,
+) -> None:
+    """One sweep mixing round policies and FedBuff (docs/time-results.md): a section
+    with a name is labelled by it, one without by its values joined with '-'."""
+    speeds = {"compute_ms_per_sample": {"median": 20.0}, "bandwidth_kbps": {"median": 1e3}}
+    scenario_dict["time"] = {"speeds": speeds}
+    scenario_dict["sweep"] = {
+        "algorithm, time.policy, rounds": [
+            [{"name": "fedavg"}, {"kind": "wait-all"}, 3],
+            [{"name": "fedavg"}, {"kind": "deadline", "deadline_s": 60.0}, 5],
+            [
+                {"name": "fedbuff", "params": {"buffer_size": 2, "concurrency": 3}},
+                {"kind": "wait-all"},
+                9,
+            ],
+            [{"name": "mifa"}, {"kind": "deadline", "deadline_s": 60.0, "late": "keep"}, 5],
+        ]
+    }
+    variants = dict(scenario_from_dict(scenario_dict).variants())
+    assert list(variants) == [
+        "name=fedavg_policy=wait-all_rounds=3",
+        "name=fedavg_policy=deadline-60.0_rounds=5",
+        "name=fedbuff_policy=wait-all_rounds=9",
+        "name=mifa_policy=deadline-60.0-keep_rounds=5",
+    ]
+    mifa = variants["name=mifa_policy=deadline-60.0-keep_rounds=5"]
+    assert (mifa.algorithm.name, mifa.time.policy.late, mifa.rounds) == ("mifa", "keep", 5)
+    assert algorithm_params(variants["name=fedbuff_policy=wait-all_rounds=9"]).buffer_size == 2

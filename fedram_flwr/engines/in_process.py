@@ -219,9 +219,9 @@ def run_in_process(
     complete continues after its last checkpoint when that was made for the same
     scenario, seed and code (saying so on stderr; otherwise it starts over, saying why),
     and ends with the files of a run never interrupted
-    (:mod:`fedram_flwr.rundir.checkpoint`). A given ``serve`` neither checkpoints nor
-    resumes, nor does a run with a ``time:`` section (on the simulated clock:
-    :mod:`fedram_flwr.engines.timed`). An asynchronous algorithm (FedBuff) is refused
+    (:mod:`fedram_flwr.rundir.checkpoint`; a run on the simulated clock saves its clock
+    and the late updates in flight too: :mod:`fedram_flwr.engines.timed`). A given
+    ``serve`` neither checkpoints nor resumes. An asynchronous algorithm (FedBuff) is refused
     here: its event loop is
     :func:`~fedram_flwr.engines.fedbuff_in_process.run_fedbuff_in_process`."""
     out = RunDirectory(run_dir)
@@ -230,8 +230,6 @@ def run_in_process(
     )
     if every < 0:
         raise ValueError(f"checkpoint_every: a number of rounds >= 0 (0: never), got {every}")
-    if scenario.time is not None:  # the clock and late updates are not checkpointed yet
-        every, resume = 0, False
     with out.lock(), signals_raise(signal.SIGTERM, signal.SIGHUP):
         try:  # from here on the run's status is final however it ends (bar SIGKILL)
             exp = Experiment(scenario, seed)

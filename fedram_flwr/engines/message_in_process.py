@@ -30,7 +30,7 @@ from flwr.serverapp.strategy import Strategy as MessageStrategy
 
 from fedram_flwr.client_app import project_message_app
 from fedram_flwr.clients.wire import partition_id
-from fedram_flwr.config import Scenario, round_based_only
+from fedram_flwr.config import Scenario
 from fedram_flwr.engines.fedbuff_message import serve_fedbuff_grid
 from fedram_flwr.engines.grid import ClientAppFn, InProcessGrid
 from fedram_flwr.engines.in_process import quiet_single_threaded, recorder_settings, run_in_process
@@ -39,8 +39,8 @@ from fedram_flwr.engines.message_recording import (
     ServerEvaluate,
     metric_record,
 )
+from fedram_flwr.engines.timed import message_availability
 from fedram_flwr.experiment import Experiment
-from fedram_flwr.message_api import with_availability
 from fedram_flwr.models import get_weights
 from fedram_flwr.registry import is_asynchronous
 from fedram_flwr.rundir import RunDirectory
@@ -112,7 +112,7 @@ def project_components(exp: Experiment) -> MessageComponents:
         return exp, partition_id(context)
 
     return MessageComponents(
-        strategy=with_availability(strategy, exp.client_manager()),
+        strategy=message_availability(exp, strategy, exp.client_manager()),
         client_app=project_message_app(experiment_of),
         initial_arrays=get_weights(exp.new_model()),
         evaluate=project_evaluate(exp, strategy),
@@ -133,7 +133,6 @@ def run_message_in_process(
     if components is None and is_asynchronous(scenario):  # FedBuff: push and pull, no rounds
         serve: Callable[[Experiment, RunDirectory, str], None] = serve_fedbuff_grid
     else:
-        round_based_only(scenario.time, "the Message API")
         serve = partial(serve_messages, components or project_components)
     return run_in_process(scenario, seed, run_dir, label=label, serve=serve, api="message")
 

@@ -9,7 +9,9 @@ What it records, and from where (Flower's ``Strategy.start`` loop, unchanged):
   FedAvg(S) and rFedFair do), else the partitions ``configure_train`` sends to; under
   the ``connected`` oracle also the partitions it saw ``connected``, as the legacy rows;
 - ``relayed`` / ``failures``: the partitions of the train replies without error, and the
-  number of error replies handed to ``aggregate_train``; the aggregated train metrics as
+  number of error replies handed to ``aggregate_train`` (on a simulated clock, those the
+  round policy kept, and the round's clock:
+  :class:`~fedram_flwr.message_api.timed.TimedAvailability`); the aggregated train metrics as
   ``fit-*``; the strategy's ``diagnostics()`` (``q``, availability estimates) if it has
   that method (the project's strategies do; Flower's own do not);
 - the round's row, the server-side evaluation and, after the last round, the run's files:
@@ -35,6 +37,7 @@ from flwr.serverapp.strategy import Result
 from flwr.serverapp.strategy import Strategy as MessageStrategy
 
 from fedram_flwr.message_api.availability import AvailabilityStrategy
+from fedram_flwr.message_api.timed import TimedAvailability
 from fedram_flwr.outputs import RoundRecorder
 from fedram_flwr.rundir import RunDirectory
 
@@ -121,6 +124,10 @@ class MessageRecordingStrategy(RoundRecorder, MessageStrategy):
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         replies = list(replies)
         arrays, metrics = self.strategy.aggregate_train(server_round, replies)
+        if isinstance(self.strategy, TimedAvailability):  # what the round policy kept
+            clocked = self.strategy.clocked.pop(server_round)
+            self.record_time(clocked.row)
+            replies = clocked.replies
         ok = [r for r in replies if not r.has_error()]
         relayed = sorted(self.partition_of(r.metadata.src_node_id) for r in ok)
         diagnostics = getattr(self.strategy, "diagnostics", dict)()

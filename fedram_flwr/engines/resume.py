@@ -19,6 +19,7 @@ import math
 import timeit
 from collections.abc import Callable, Mapping
 from logging import INFO
+from typing import Any
 
 import numpy as np
 from flwr.common import Context, Parameters, RecordDict, Scalar
@@ -50,6 +51,16 @@ class ResumableServer(StrategyEveryRound):
         super().__init__(client_manager=client_manager, strategy=strategy)
         self.after_round = after_round
         self.start_round = 0  # the round the run resumes after; 0: from the start
+
+    def checkpoint(self) -> dict[str, Any]:
+        """What the server carries between rounds besides the model: its strategy's
+        ``checkpoint()`` (a ``RecordingStrategy``)."""
+        return self.strategy.checkpoint()  # type: ignore[attr-defined]
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        """Take back what :meth:`checkpoint` gave (a :class:`CheckpointError`, raised
+        before anything changed, for one that does not fit)."""
+        self.strategy.restore(saved)  # type: ignore[attr-defined]
 
     def fit(self, num_rounds: int, timeout: float | None) -> tuple[History, float]:
         """Flower's ``fit``; after a checkpoint, its loop from ``start_round + 1``."""
@@ -104,7 +115,7 @@ def take_checkpoint(
     identity: tuple[str, str],
 ) -> Checkpoint:
     """The run's state after ``server_round`` (between rounds): the server's model, its
-    strategy's ``checkpoint()`` (a ``RecordingStrategy``), every client's non-empty
+    ``checkpoint()`` (the strategy's; a timed server's adds its clock), every client's non-empty
     ``Context.state``; ``identity``: (scenario fingerprint, code source)."""
     metrics_bytes, metrics_sha256 = checkpoint.metrics_mark(run)
     return Checkpoint(
@@ -115,7 +126,7 @@ def take_checkpoint(
         metrics_sha256=metrics_sha256,
         parameters=list(server.parameters.tensors),
         tensor_type=server.parameters.tensor_type,
-        strategy=server.strategy.checkpoint(),  # type: ignore[attr-defined]
+        strategy=server.checkpoint(),
         clients={pid: state_bytes(c.state) for pid, c in contexts.items() if len(c.state)},
     )
 
@@ -128,9 +139,9 @@ def restore_checkpoint(
     counter (its draws are functions of (seed, round)). Checked first
     (:func:`check_against`): a :class:`CheckpointError` changes nothing."""
     states = check_against(saved, server, contexts)
+    server.restore(saved.strategy)  # first: its CheckpointError changes nothing either
     server.parameters = Parameters(tensors=list(saved.parameters), tensor_type=saved.tensor_type)
     server.start_round = saved.round
-    server.strategy.restore(saved.strategy)  # type: ignore[attr-defined]
     for pid, context in contexts.items():
         context.state = states.get(pid, RecordDict())
     server.client_manager().round = saved.round  # type: ignore[attr-defined]
@@ -149,7 +160,7 @@ def check_against(
     if isinstance(initial, Parameters):
         check_model(saved, initial)
     try:
-        state_codec.check_like(saved.strategy, server.strategy.checkpoint(), "strategy")  # type: ignore[attr-defined]
+        state_codec.check_like(saved.strategy, server.checkpoint(), "strategy")
     except state_codec.StateCodecError as err:
         raise CheckpointError(f"not this run's ({err})") from None
     unknown = sorted(set(saved.clients) - set(contexts))

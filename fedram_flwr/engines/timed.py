@@ -1,26 +1,21 @@
-"""The in-process engine on a simulated clock (issue 28, item 3): round policies.
+"""The legacy engines on a simulated clock (issue 28, item 3): round policies.
 
 A scenario with a ``time:`` section runs its rounds on a
-:class:`~fedram_flwr.clock.SimulatedClock`. Each round :class:`TimedServer`:
+:class:`~fedram_flwr.clock.SimulatedClock`, in every engine and both Flower APIs. The
+round itself is Flower-free, :mod:`fedram_flwr.clock.rounds` (who starts, the policy,
+the late updates, the clock); this module builds a scenario's
+:class:`~fedram_flwr.clock.rounds.TimeModel` (:func:`time_model`) and holds the legacy
+API's thin caller, :class:`TimedServer` (the Message API's is
+:class:`~fedram_flwr.message_api.timed.TimedAvailability`). Each round it:
 
-1. asks who is available at the clock's time (:func:`clock_available`: the
-   ``time.availability`` law; law ``rounds``, the default, reads the scenario's
-   ``availability:`` oracle one round per ``tick_seconds``), leaving out the clients
-   still busy with a late update; an over-selecting round starts ceil(over x select) of
-   them (:func:`~fedram_flwr.clock.policy.over_selected`). The oracle relays exactly
-   those to the strategy, which configures the round as ever;
-2. every instructed client trains (a dropped client's work is spent all the same);
-3. computes when each finishes (:func:`~fedram_flwr.clock.start_round`: FedScale's
-   completion time of :func:`scenario_task`), and the policy
-   (:func:`~fedram_flwr.clock.policy.apply_policy`) says whose updates this round
-   aggregates, which are late (``late: keep``) and which are dropped;
-4. hands the strategy the used replies plus the late updates of earlier rounds that
-   arrive by the round's end, when its core can use them (``Core.late_updates``:
-   re-based on the current model for the stale-update memories, as sent for FedAWE;
-   dropped for the others), and records the round's clock
-   (:meth:`~fedram_flwr.outputs.RoundRecorder.record_time`);
-5. moves the clock on by the realised duration; a round nobody started in lasts one step
-   of the availability law (:func:`idle_seconds`).
+1. asks :func:`~fedram_flwr.clock.rounds.start_clients` who starts, and has the oracle
+   relay exactly those (:class:`~fedram_flwr.clock.rounds.ClockedDraws`); the strategy
+   configures the round as ever;
+2. lets every instructed client train (a dropped client's work is spent all the same);
+3. hands :func:`~fedram_flwr.clock.rounds.finish_round` the replies by partition id,
+   passes the strategy the ones it keeps (late updates re-based with :func:`rebased`)
+   and records the round's clock
+   (:meth:`~fedram_flwr.outputs.RoundRecorder.record_time`).
 
 With every client equally fast, no deadline and ``tick_seconds`` the common round
 duration, every round asks the oracle's next round and uses every reply: the run is the
@@ -29,30 +24,38 @@ round-based run, bit for bit (tests/engines/test_timed.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from types import SimpleNamespace
+from typing import Any
 
-import numpy as np
-from flwr.common import FitIns, FitRes, Parameters
+from flwr.common import Code, FitIns, FitRes, Parameters, Status
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.server import FitResultsAndFailures
+from flwr.serverapp.strategy import Strategy as MessageStrategy
 
 from fedram_flwr.availability import OracleClientManager
 from fedram_flwr.availability.timed import AvailableAt, clock_availability
-from fedram_flwr.clock import (
-    DeviceSpeeds,
-    SimulatedClock,
-    Task,
-    model_size_kbit,
-    scenario_speeds,
-    start_round,
+from fedram_flwr.clock import SimulatedClock, Task, model_size_kbit, scenario_speeds
+from fedram_flwr.clock.policy import LateUpdate
+from fedram_flwr.clock.rounds import (
+    ClockedDraws,
+    InFlight,
+    TimedState,
+    TimeModel,
+    finish_round,
+    late_rule,
+    rebase_arrays,
+    start_clients,
 )
-from fedram_flwr.clock.policy import LateUpdate, apply_policy, arrived, over_selected
-from fedram_flwr.config import RoundPolicyConfig, TimeConfig
+from fedram_flwr.config import TimeConfig
 from fedram_flwr.engines.resume import ResumableServer
 from fedram_flwr.experiment import Experiment
+from fedram_flwr.message_api import with_availability
+from fedram_flwr.message_api.availability import AvailabilityStrategy
+from fedram_flwr.message_api.timed import TimedAvailability
 from fedram_flwr.models import get_weights
 from fedram_flwr.protocol import npy_array, npy_bytes
+from fedram_flwr.rundir.checkpoint import CheckpointError
 from fedram_flwr.training import num_local_steps
 
 FEDSCALE_IDLE_SECONDS = 60.0
@@ -83,21 +86,6 @@ def scenario_task(exp: Experiment) -> Task:
     return Task(t.batch_size, steps, size, size)
 
 
-class ClockedDraws:
-    """An oracle's ``draw`` replaced by the clients a timed round started: round r
-    relays what :class:`TimedServer` set for it (the oracle's own draw for a round it did
-    not set)."""
-
-    def __init__(self, original) -> None:
-        self.original = original
-        self.rounds: dict[int, list[int]] = {}
-
-    def __call__(self, server_round: int) -> list[int]:
-        if server_round in self.rounds:
-            return list(self.rounds[server_round])
-        return self.original(server_round)
-
-
 def clock_available(config: TimeConfig, manager: OracleClientManager, seed: int) -> AvailableAt:
     """Who is available at t: ``time.availability``'s law, over the oracle's own
     ``draw`` for law rounds (taken before :class:`ClockedDraws` replaces it)."""
@@ -105,17 +93,6 @@ def clock_available(config: TimeConfig, manager: OracleClientManager, seed: int)
     draw = draw.original if isinstance(draw, ClockedDraws) else draw
     own = SimpleNamespace(num_clients=manager.num_clients, draw=draw)
     return clock_availability(config.availability, manager.num_clients, seed, own)
-
-
-@dataclass(frozen=True)
-class TimeModel:
-    """What a timed run reads each round: devices, availability, task and policy."""
-
-    speeds: DeviceSpeeds
-    available: AvailableAt
-    task: Task
-    policy: RoundPolicyConfig
-    idle_s: float
 
 
 def time_model(exp: Experiment, manager: OracleClientManager) -> TimeModel:
@@ -130,29 +107,23 @@ def time_model(exp: Experiment, manager: OracleClientManager) -> TimeModel:
     )
 
 
-@dataclass(frozen=True, eq=False)
-class Pending:
-    """A late update in flight: when it arrives, the reply and the arrays it was sent."""
-
-    update: LateUpdate
-    proxy: ClientProxy
-    res: FitRes
-    sent: Parameters
-
-
 def rebased(res: FitRes, sent: Parameters, current: Parameters) -> FitRes:
-    """``res`` with its arrays moved onto ``current``: current + (reply - sent), so a
-    core that reads an update as (model - reply) reads the one the client computed."""
-    reply = [npy_array(t) for t in res.parameters.tensors]
-    sent_a = [npy_array(t) for t in sent.tensors]
-    now = [npy_array(t) for t in current.tensors]
-    moved = [(c + (r - s)).astype(r.dtype) for r, s, c in zip(reply, sent_a, now)]
+    """``res`` with its arrays moved onto ``current``
+    (:func:`~fedram_flwr.clock.rounds.rebase_arrays`)."""
+    moved = rebase_arrays(
+        [npy_array(t) for t in res.parameters.tensors],
+        [npy_array(t) for t in sent.tensors],
+        [npy_array(t) for t in current.tensors],
+    )
     params = Parameters([npy_bytes(a) for a in moved], res.parameters.tensor_type)
     return replace(res, parameters=params)
 
 
+Reply = tuple[ClientProxy, FitRes]
+
+
 class TimedServer(ResumableServer):
-    """The engines' server on a simulated clock (see the module docstring)."""
+    """The engines' legacy server on a simulated clock (see the module docstring)."""
 
     def __init__(self, *, time: TimeModel, seed: int, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -160,22 +131,18 @@ class TimedServer(ResumableServer):
         self.draws = ClockedDraws(manager.draw)
         manager.draw = self.draws  # type: ignore[method-assign]
         self.time = time
-        self.clock = SimulatedClock(seed)
-        self.pending: tuple[Pending, ...] = ()
+        self.timed: TimedState[Reply] = TimedState(SimulatedClock(seed))
+
+    @property
+    def clock(self) -> SimulatedClock:
+        """The clock at the next round's start."""
+        return self.timed.clock
 
     def fit_round(self, server_round: int, timeout: float | None):
         """One round on the clock: the oracle relays the clients the round starts;
         Flower's ``fit_round`` otherwise (:meth:`received` applies the policy)."""
-        policy = self.time.policy
-        busy = {p.update.client for p in self.pending}
-        available = [c for c in self.time.available.available_at(self.clock.now) if c not in busy]
-        started = np.asarray(available, dtype=int)
-        if policy.kind == "over-selection":
-            started = over_selected(
-                started, policy.select, policy.over, self.clock.seed, server_round
-            )
+        self.timed, started = start_clients(self.time, self.timed, server_round)
         self.draws.rounds[server_round] = started.tolist()
-        self._available = len(available)
         return super().fit_round(server_round, timeout)
 
     def received(self, server_round, instructions, results, failures) -> FitResultsAndFailures:
@@ -184,76 +151,84 @@ class TimedServer(ResumableServer):
         return self.apply_time(server_round, instructions or [], results), failures
 
     def apply_time(
-        self,
-        r: int,
-        instructions: list[tuple[ClientProxy, FitIns]],
-        results: list[tuple[ClientProxy, FitRes]],
-    ) -> list[tuple[ClientProxy, FitRes]]:
+        self, r: int, instructions: list[tuple[ClientProxy, FitIns]], results: list[Reply]
+    ) -> list[Reply]:
         """Round ``r``'s replies under the policy; the clock moved on, the row recorded."""
-        policy = self.time.policy
-        sent = {int(p.cid): ins.parameters for p, ins in instructions}
-        ids = np.asarray(sorted(sent), dtype=int)
-        timing = start_round(self.clock, self.time.speeds, ids, self.time.task)
-        out = apply_policy(
-            policy.kind,
-            ids,
-            timing.cost.total,
-            deadline_s=policy.deadline_s,
-            select=policy.select,
-            keep_late=policy.late == "keep",
-        )
-        duration = out.duration if ids.size else self.time.idle_s
-        end = self.clock.now + duration
-        used = set(out.used.tolist())
-        # in-process proxies are named by partition id (cid "7": partition 7)
-        by_id = {int(proxy.cid): (proxy, res) for proxy, res in results}
-        # in arrival order, each as often as it came (RC-FL draws with replacement)
-        kept = [(p, res) for p, res in results if int(p.cid) in used]
-        came, still = arrived(tuple(p.update for p in self.pending), end)
-        came_ids = {u.client for u in came}
-        how = self.late_rule()
-        staleness, refused = [], 0
-        for p in self.pending:
-            if p.update.client not in came_ids:
-                continue
-            if how is None:
-                refused += 1
-                continue
-            res = rebased(p.res, p.sent, self.parameters) if how == "rebase" else p.res
-            kept.append((p.proxy, res))
-            staleness.append(r - p.update.started_round)
-        still_ids = {u.client for u in still}
-        new = tuple(
-            Pending(LateUpdate(c, self.clock.now + s, r), *by_id[c], sent[c])
-            for c, s in zip(out.late.tolist(), out.late_seconds.tolist())
-            if c in by_id
-        )
-        self.pending = tuple(p for p in self.pending if p.update.client in still_ids) + new
-        self.clock = self.clock.next_round(duration)
-        self.record(
-            {
-                "sim-seconds": self.clock.now,
-                "sim-round-seconds": duration,
-                "available": self._available,
-                "started": int(ids.size),
-                "used": len(used),
-                "late": int(out.late.size),
-                "dropped": int(out.dropped.size) + refused,
-                "late-delivered": len(staleness),
-                "staleness": staleness,
-                "not-used": sorted(out.late.tolist() + out.dropped.tolist()),
-            }
-        )
-        return kept
+        cids = [p.cid for p, _ in instructions] + [p.cid for p, _ in results]
+        pid = self.client_manager().partitions.partition_of(cids)  # type: ignore[attr-defined]
+        current = self.parameters
 
-    def late_rule(self) -> str | None:
-        """How the strategy's core takes a late update (``Core.late_updates``)."""
-        inner = getattr(self.strategy, "strategy", self.strategy)
-        core = getattr(inner, "core", None)
-        return getattr(core, "late_updates", None)
+        def rebase(reply: Reply, sent: Parameters) -> Reply:
+            return reply[0], rebased(reply[1], sent, current)
 
-    def record(self, fields: dict) -> None:
-        """The round's clock in the recorder's row (when the strategy records)."""
+        out = finish_round(
+            self.time,
+            self.timed,
+            r,
+            {pid[p.cid]: ins.parameters for p, ins in instructions},
+            [(pid[p.cid], (p, res)) for p, res in results],
+            late_rule=late_rule(self.strategy),
+            rebase=rebase,
+        )
+        self.timed = out.state
         recorder = getattr(self.strategy, "record_time", None)
-        if recorder is not None:
-            recorder(fields)
+        if recorder is not None:  # the round's clock in the recorder's row
+            recorder(out.row)
+        return out.kept
+
+    def checkpoint(self) -> dict[str, Any]:
+        """The strategy's checkpoint, and the clock and the late updates in flight
+        (:func:`in_flight_record`) under ``"clock"``."""
+        pending = [in_flight_record(p) for p in self.timed.pending]
+        return {**super().checkpoint(), "clock": {"clock": self.timed.clock, "pending": pending}}
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        """Take back what :meth:`checkpoint` gave; :class:`CheckpointError` (nothing
+        changed) for a late update of a client not connected or not a reply."""
+        proxies = self.client_manager().all()
+        try:
+            pending = tuple(in_flight(r, proxies) for r in saved["clock"]["pending"])
+        except (KeyError, TypeError, ValueError) as err:
+            raise CheckpointError(f"not this run's (clock.pending: {err!r})") from None
+        super().restore(saved)
+        self.timed = TimedState(saved["clock"]["clock"], pending)
+
+
+def message_availability(
+    exp: Experiment, strategy: MessageStrategy, oracle: OracleClientManager
+) -> AvailabilityStrategy:
+    """``strategy`` under ``oracle``: on the simulated clock when ``exp``'s scenario has a
+    ``time:`` section (:class:`~fedram_flwr.message_api.timed.TimedAvailability`), else
+    :func:`~fedram_flwr.message_api.with_availability`."""
+    if exp.scenario.time is None:
+        return with_availability(strategy, oracle)
+    return TimedAvailability(strategy, oracle, time_model(exp, oracle), exp.seed)
+
+
+def in_flight_record(update: InFlight[Reply]) -> dict[str, Any]:
+    """A late update in flight as a checkpoint holds it: its :class:`LateUpdate`, its
+    client's ``cid``, the ``FitRes`` and the ``Parameters`` it was sent, field by field."""
+    proxy, res = update.reply
+    return {
+        "update": update.update,
+        "cid": proxy.cid,
+        "status": [int(res.status.code.value), res.status.message],
+        "tensors": list(res.parameters.tensors),
+        "tensor-type": res.parameters.tensor_type,
+        "num-examples": res.num_examples,
+        "metrics": dict(res.metrics),
+        "sent": list(update.sent.tensors),
+        "sent-type": update.sent.tensor_type,
+    }
+
+
+def in_flight(record: dict[str, Any], proxies: dict[str, ClientProxy]) -> InFlight[Reply]:
+    """The late update :func:`in_flight_record` saved, its client's proxy among
+    ``proxies`` (by ``cid``)."""
+    if not isinstance(record["update"], LateUpdate):
+        raise TypeError(f"update: a {type(record['update']).__name__}, not a LateUpdate")
+    status = Status(Code(record["status"][0]), str(record["status"][1]))
+    params = Parameters(list(record["tensors"]), str(record["tensor-type"]))
+    res = FitRes(status, params, int(record["num-examples"]), dict(record["metrics"]))
+    sent = Parameters(list(record["sent"]), str(record["sent-type"]))
+    return InFlight(record["update"], (proxies[record["cid"]], res), sent)

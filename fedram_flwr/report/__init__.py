@@ -50,10 +50,13 @@ def damaged_section(damaged: list[tuple[str, str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_report(root: str | Path, target_accuracy: float | None = None) -> Path:
+def write_report(
+    root: str | Path, target_accuracy: float | None = None, time_budget: float | None = None
+) -> Path:
     """``report.md`` plus comparison figures in ``root``; returns the report path.
     ``target_accuracy`` (in [0, 1]): a table of the rounds and simulated hours each
-    variant takes to reach it (:mod:`.clock`)."""
+    variant takes to reach it; with ``time_budget`` (simulated hours) too, the same
+    within the budget with the accuracy and client work at it (:mod:`.clock`)."""
     root = Path(root)
     rs = RunSet.load(root)
     runs = rs.finals()
@@ -105,7 +108,7 @@ def write_report(root: str | Path, target_accuracy: float | None = None) -> Path
             plot_client_test_accuracy(rs, root / "client_test_accuracy.png")
             text += ["![per-client test accuracy](client_test_accuracy.png)\n"]
     plot_curves(rs, root / "curves.png")
-    text += time_section(rs, root, target_accuracy)
+    text += time_section(rs, root, target_accuracy, time_budget)
     plot_boundaries(rs, root / "decision_boundaries.png")
     weights, groups = group_weights(rs)
     if weights:

@@ -18,7 +18,7 @@ import numpy as np
 
 from fedram_flwr.plots import Drawn, plt, save
 from fedram_flwr.report.runs import RunSet
-from fedram_flwr.report.tables import mean_std
+from fedram_flwr.report.tables import mean_std, scale_of
 
 HOUR = 3600.0
 NOT_REACHED = "not reached"
@@ -77,10 +77,78 @@ def target_table(rs: RunSet, target: float, key: str = "accuracy") -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot_time_curves(rs: RunSet, out: Path, key: str = "accuracy") -> Drawn | None:
+def updates_computed(row: dict[str, Any]) -> int:
+    """Client updates computed in one recorded round: the clients a synchronous round
+    started (``started``: dropped and late ones too, their work is spent) or the updates a
+    FedBuff step took from its buffer (``buffer-clients``); 0 in a row with neither."""
+    if "started" in row:
+        return int(row["started"])
+    return len(row.get("buffer-clients", ()))
+
+
+def within_budget(rows: list[dict[str, Any]], hours: float) -> list[dict[str, Any]]:
+    """The rows of rounds that end at or before ``hours`` simulated hours (round 0
+    included); the run must reach the budget: a run that ends before it is an error,
+    since its accuracy at the budget is unknown."""
+    end = max((r["sim-seconds"] for r in rows if "sim-seconds" in r), default=0.0)
+    if end < hours * HOUR:
+        raise ValueError(
+            f"a run ends at {end / HOUR:.3f} simulated hours, before the budget of {hours:g} h; "
+            "give it more rounds or lower --time-budget"
+        )
+    return [r for r in rows if r["round"] == 0 or r.get("sim-seconds", np.inf) <= hours * HOUR]
+
+
+def budget_table(rs: RunSet, hours: float, target: float, key: str = "accuracy") -> str:
+    """One row per variant of the runs on a clock, each run cut at ``hours`` simulated
+    hours: the seeds that reach ``target`` within it, their hours and client updates
+    computed to it, and, at the budget, the last evaluation's ``key`` and the client
+    updates computed and dropped (mean ± std over seeds; hours and updates to target over
+    the seeds that reach it)."""
+    header = [
+        "variant",
+        "reached",
+        "hours to target",
+        "updates to target",
+        f"{key} at {hours:g} h (%)",
+        f"updates in {hours:g} h",
+        "dropped",
+    ]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    by_variant: dict[str, list[list[dict[str, Any]]]] = defaultdict(list)
+    for run in rs.complete:
+        if has_clock(run.rows):
+            by_variant[run.label].append(within_budget(run.rows, hours))
+    for variant in sorted(by_variant):
+        seeds = by_variant[variant]
+        hits, work = [], []
+        for rows in seeds:
+            if hit := time_to_target(rows, target, key):
+                hits.append(hit[1])
+                work.append(sum(updates_computed(r) for r in rows if r["round"] <= hit[0]))
+        final = [[r[key] for r in rows if key in r][-1] for rows in seeds]
+        spent = [sum(updates_computed(r) for r in rows) for rows in seeds]
+        dropped = [sum(int(r.get("dropped", 0)) for r in rows) for rows in seeds]
+        cells = [
+            variant,
+            f"{len(hits)} of {len(seeds)}",
+            mean_std(hits, scale=1.0, digits=2) if hits else NOT_REACHED,
+            mean_std(work, scale=1.0, digits=0) if work else NOT_REACHED,
+            mean_std(final, scale=scale_of(key)),
+            mean_std(spent, scale=1.0, digits=0),
+            mean_std(dropped, scale=1.0, digits=0),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_time_curves(
+    rs: RunSet, out: Path, key: str = "accuracy", budget: float | None = None
+) -> Drawn | None:
     """Mean test accuracy against rounds (left) and against simulated hours (right), one
     line per variant of the runs on a clock (the seeds' curves interpolated on a common
-    grid of hours, up to the shortest seed's end); None without such runs."""
+    grid of hours, up to the shortest seed's end or ``budget`` hours, the earlier); None
+    without such runs."""
     by_variant: dict[str, list[list[dict[str, Any]]]] = defaultdict(list)
     for run in rs.complete:
         if has_clock(run.rows):
@@ -98,7 +166,7 @@ def plot_time_curves(rs: RunSet, out: Path, key: str = "accuracy") -> Drawn | No
             label=label,
         )
         series = [hours_series(rows, key) for rows in seeds]
-        end = min(s[-1][0] for s in series)
+        end = min(min(s[-1][0] for s in series), np.inf if budget is None else budget)
         grid = np.linspace(0.0, end, 200)
         ys = [np.interp(grid, [h for h, _ in s], [v for _, v in s]) for s in series]
         by_hour.plot(grid, np.mean(ys, axis=0), label=label)
@@ -110,9 +178,12 @@ def plot_time_curves(rs: RunSet, out: Path, key: str = "accuracy") -> Drawn | No
     return save(fig, out)
 
 
-def time_section(rs: RunSet, root: Path, target: float | None) -> list[str]:
-    """The report's lines on time: the time-to-target table (``target`` given) and the
-    accuracy-against-hours figure (runs on a clock)."""
+def time_section(
+    rs: RunSet, root: Path, target: float | None, budget: float | None = None
+) -> list[str]:
+    """The report's lines on time: the time-to-target table (``target`` given), the
+    same within a budget of simulated hours with the client work (``budget`` and
+    ``target`` given) and the accuracy-against-hours figure (runs on a clock)."""
     text: list[str] = []
     if target is not None:
         text += [
@@ -121,7 +192,17 @@ def time_section(rs: RunSet, root: Path, target: float | None) -> list[str]:
             "(runs on a clock) are mean ± std over the seeds that reach it.\n",
             target_table(rs, target),
         ]
-    if plot_time_curves(rs, root / "curves_time.png") is not None:
+    if target is not None and budget is not None:
+        text += [
+            f"\n## Within {budget:g} simulated hours\n",
+            "Each run cut at the budget. Hours and client updates to the target: mean ± std "
+            "over the seeds that reach it within the budget; accuracy (last evaluation at or "
+            "before the budget), updates computed (clients started by a synchronous round, "
+            "dropped and late ones included; updates a FedBuff step buffered) and updates "
+            "dropped: mean ± std over seeds.\n",
+            budget_table(rs, budget, target),
+        ]
+    if plot_time_curves(rs, root / "curves_time.png", budget=budget) is not None:
         text += [
             "\n## Accuracy against simulated time\n",
             "![test accuracy against rounds and simulated hours](curves_time.png)\n",

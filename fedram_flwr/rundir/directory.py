@@ -58,6 +58,7 @@ from fedram_flwr.rundir.fingerprint import (
 from fedram_flwr.rundir.lock import acquire, held_token, lock_held, release, verify_writer
 from fedram_flwr.rundir.nofollow import open_regular, read_regular, write_atomic
 from fedram_flwr.schema import ScenarioError, plain_name
+from fedram_flwr.sweep import label_part
 
 WEIGHTS_FILE = "weights.npy"
 VARIANT_FILE = "variant.json"
@@ -83,14 +84,10 @@ def label_fields(swept: Mapping[str, Any]) -> dict[str, str]:
     """The label's ``key=value`` parts of a variant's swept fields, as strings:
     ``{"availability.p_min": 0.1}`` -> ``{"p_min": "0.1"}``; a whole section given as a
     mapping with a ``name`` is named by it (``{"algorithm": {"name": "afl"}}`` ->
-    ``{"name": "afl"}``), as ``Scenario.variants()`` labels it."""
-    out = {}
-    for key, value in swept.items():
-        if isinstance(value, Mapping) and "name" in value:
-            out["name"] = f"{value['name']}"
-        else:
-            out[key.split(".")[-1]] = f"{value}"
-    return out
+    ``{"name": "afl"}``), one without by its values (``{"time.policy": {"kind":
+    "deadline", "deadline_s": 60}}`` -> ``{"policy": "deadline-60"}``), as
+    ``Scenario.variants()`` labels it (:func:`~fedram_flwr.sweep.label_part`)."""
+    return dict(label_part(key, value).split("=", 1) for key, value in swept.items())
 
 
 def safe_component(value: str, what: str) -> str:

@@ -17,7 +17,10 @@ engine could break:
   D_i over rounds 1-2 in ``Context.state`` and adopts it in round 3 (the period's key);
   ``debiasing-fedavg``: minimum-separation participation (R = 1), weights 1 / pi_hat;
 - ``rfedfair``: K=2 draws by p_i among the available nodes (only the drawn train), with
-  per-client alpha and the fairness metrics on every client's test set.
+  per-client alpha and the fairness metrics on every client's test set;
+- ``mifa-deadline``: on the simulated clock (:data:`TIMED`): client 2's update misses
+  round 1's deadline and arrives in round 2, re-based on round 2's model; the clock,
+  the clients used, late and dropped are in the rows every engine must give.
 
 Tolerance: none. Every client's draws come from (seed, round, id), both APIs' clients
 run the same local fit on the same arrays, and both APIs' strategies fold the replies in
@@ -45,6 +48,17 @@ RAM = {"oracle": "ram", "params": {"rho": [0.5, 0.4, 0.1]}}
 EMPTY_TRACE = [[], [0, 1], []]  # active ids per round: rounds 1 and 3 are empty
 FEDAR = {"name": "fedar", "params": {"t0": 1.0, "b": 4.0}}
 TRACE = "trace"  # availability: the file EMPTY_TRACE is written to
+DEVICES = {
+    str(k): {"computation": ms, "communication": 1000.0} for k, ms in enumerate([10, 20, 40])
+}
+"""FedScale device records: 2.4, 4.8 and 9.6 s of computation a round (5 steps of 16)."""
+TIMED = {
+    "mifa-deadline": {
+        "speeds": {"law": "fedscale", "path": "devices"},  # the file DEVICES is written to
+        "policy": {"kind": "deadline", "deadline_s": 6.0, "late": "keep"},
+    }
+}
+"""The cases on the simulated clock: their ``time:`` sections."""
 
 CASES: dict[str, tuple[dict[str, Any], dict[str, Any] | str]] = {
     "fed-cvar-avg": (
@@ -82,6 +96,10 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any] | str]] = {
         },
         BERNOULLI,
     ),
+    "mifa-deadline": (
+        {"name": "mifa", "params": {}},
+        {"oracle": "bernoulli", "params": {"p": [1.0] * 3}},
+    ),
 }
 CLIENT_METRICS = {"rfedfair"}  # cases whose summary has every client's test metrics
 
@@ -104,6 +122,11 @@ def scenario_dict(name: str, folder: Path) -> dict[str, Any]:
         training={"lr": 0.05, "local_steps": 5, "batch_size": 16, "weight_decay": 1e-3},
         client_metrics=name in CLIENT_METRICS,
     )
+    if name in TIMED:
+        devices = folder / "devices.json"
+        devices.write_text(json.dumps(DEVICES))
+        raw["time"] = copy.deepcopy(TIMED[name])
+        raw["time"]["speeds"]["path"] = str(devices.resolve())
     return raw
 
 
@@ -126,6 +149,8 @@ def assert_same_run(reference: RunDirectory, run: RunDirectory, name: str) -> No
     assert reference.status() == run.status() == "complete", name
     assert relayed(reference) == relayed(run), f"{name}: relayed clients differ"
     assert len(relayed(run)) == ROUNDS
+    clocks = [[r.get("sim-seconds") for r in x.read_metrics()] for x in (reference, run)]
+    assert clocks[0] == clocks[1], f"{name}: simulated clocks differ"
     weights = reference.read_weights()
     if weights is not None:
         np.testing.assert_array_equal(weights, run.read_weights(), err_msg=f"{name}: weights")

@@ -8,7 +8,8 @@ The runs share their federations (:mod:`tests.engines.background`): the Simulati
 one SuperLink over one private Ray cluster, the Deployment runs one TLS-secured
 SuperLink with three SuperNode processes, each run its own ``flwr run`` with its own
 Flower ``Context``. The first tier (``scripts/test.sh``) runs ``fed-cvar-avg-m2`` on both
-engines (through both APIs on the Simulation Engine); the breadth tier (marker
+engines (through both APIs on the Simulation Engine) and the timed ``mifa-deadline`` on
+the Simulation Engine through the Message API; the breadth tier (marker
 ``breadth``) the rest: every case on the Simulation Engine, every algorithm on the
 Deployment Engine, and the legacy API on both.
 """
@@ -30,9 +31,12 @@ pytestmark = pytest.mark.flwr
 CORE = "fed-cvar-avg-m2"
 """The first tier's case: the RAM oracle (the card's ClientManager) with two clients
 relayed a round, so the aggregation order matters too."""
+TIMED_CASE = "mifa-deadline"
+"""The first tier's timed case, on the Simulation Engine through the Message API: the
+simulated clock, a deadline and a late update re-based (:data:`tests.engines.cases.TIMED`)."""
 LEGACY = {
-    "simulation": ("fed-cvar-avg-m2", "ca-fed", "scaffold", "rfedfair"),
-    "deployment": ("fed-cvar-avg-m2",),
+    "simulation": ("fed-cvar-avg-m2", "ca-fed", "scaffold", "rfedfair", TIMED_CASE),
+    "deployment": ("fed-cvar-avg-m2", TIMED_CASE),
 }
 """Cases also run through the legacy API: the RAM ClientManager, client state kept in
 ``Context.state`` (CA-Fed's F_k*, SCAFFOLD's c_i) and rFedFair's own ``get_properties``
@@ -47,6 +51,7 @@ DEPLOYMENT_CASES = (
     "amplified-scaffold",
     "fedawe",
     "rfedfair",
+    TIMED_CASE,
 )
 """Every algorithm on the Deployment Engine through the Message API (the baselines that
 differ from them only in server-side weights, ``unbiased``, ``fedar-empty`` and
@@ -62,6 +67,7 @@ def spec(case: str, engine: str, api: str) -> RunSpec:
 
 def param(run: RunSpec) -> object:
     first = run.case == CORE and (run.engine, run.api) in FIRST_TIER
+    first |= run.case == TIMED_CASE and (run.engine, run.api) == ("simulation", "message")
     return pytest.param(run, marks=() if first else pytest.mark.breadth)
 
 

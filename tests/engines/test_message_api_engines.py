@@ -44,6 +44,8 @@ def test_the_cases_exercise_what_they_are_for(references) -> None:
     assert len(empty) == 2 and any(r["fit-contributing"] > 0 for r in empty)
     assert all(0 in r["relayed"] for r in rows["scaffold"])
     assert all(len(r["relayed"]) == 2 for r in rows["fed-cvar-avg-m2"])
+    timed = [(r["relayed"], r["late"], r["late-delivered"]) for r in rows["mifa-deadline"]]
+    assert timed == [([0, 1], 1, 0), ([0, 1, 2], 0, 1), ([0, 1], 1, 0)]
 
 
 def test_physical_availability_rows_match_too(tmp_path: Path) -> None:

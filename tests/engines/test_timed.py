@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 from flwr.common import Code, FitRes, Parameters, Status
 
-from fedram_flwr.config import ScenarioError
 from fedram_flwr.engines import run_in_process, run_message_in_process
 from fedram_flwr.engines.timed import rebased
 from fedram_flwr.plots import plot_run
 from fedram_flwr.protocol import npy_array, npy_bytes
 from fedram_flwr.registry import ALGORITHMS, scenario_from_dict
+from fedram_flwr.rundir import CHECKPOINT_FILE, checkpoint, read_checkpoint
 from tests.helpers import TINY_GAUSSIAN, final_arrays, without_timings
 
 STEPS, BATCH, KBIT = 6, 16, 36 / 1024 * 8
@@ -207,13 +207,98 @@ def test_a_late_update_is_rebased_on_the_current_model() -> None:
     assert moved.num_examples == 10
 
 
-def test_the_message_api_refuses_a_time_section(tmp_path: Path) -> None:
-    time = {
-        "speeds": {
-            "compute_ms_per_sample": {"median": 20.0},
-            "bandwidth_kbps": {"median": 1000.0},
-        }
+def deadline(tmp_path: Path, late: str) -> dict:
+    return {
+        "speeds": {"law": "fedscale", "path": capacity(tmp_path, [10.0, 20.0, 40.0])},
+        "policy": {"kind": "deadline", "deadline_s": 6.0, "late": late},
     }
-    scenario = scenario_from_dict(tiny({"name": "fedavg"}, ALWAYS, time))
-    with pytest.raises(ScenarioError, match="time: a simulated clock runs on the in-process"):
-        run_message_in_process(scenario, 0, tmp_path / "m")
+
+
+def over_selection(tmp_path: Path, late: str) -> dict:
+    return {
+        "speeds": {"law": "fedscale", "path": capacity(tmp_path, [10.0, 20.0, 40.0])},
+        "policy": {"kind": "over-selection", "select": 1, "over": 2.0, "late": late},
+    }
+
+
+def lognormal_diurnal(tmp_path: Path, late: str) -> dict:
+    return {
+        "speeds": {
+            "compute_ms_per_sample": {"median": 20.0, "sigma": 0.8},
+            "bandwidth_kbps": {"median": 1000.0, "sigma": 1.0},
+        },
+        "availability": {"law": "diurnal", "base": [0.6], "slot_seconds": 5.0},
+        "policy": {"kind": "deadline", "deadline_s": 6.0, "late": late},
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "time", "late", "delivered"),
+    [
+        ("mifa", deadline, "keep", True),  # re-based late updates
+        ("fedawe", deadline, "keep", True),  # late updates as sent
+        ("fedavg", deadline, "keep", False),  # dropped when they arrive
+        ("fed-cvar-avg", deadline, "drop", False),
+        ("fedavg", over_selection, "drop", False),
+        ("fedvarp", over_selection, "keep", True),
+        ("fedvarp", lognormal_diurnal, "keep", True),
+    ],
+)
+def test_the_message_api_gives_the_legacy_timed_run(
+    tmp_path: Path, name: str, time, late: str, delivered: bool
+) -> None:
+    """The Message API in-process (``TimedAvailability``) and the legacy API
+    (``TimedServer``) call one timed round: the same clients started, used, late and
+    dropped, the same clock, rows and final model, bit for bit."""
+    availability = ALWAYS if time is not lognormal_diurnal else TINY_GAUSSIAN["availability"]
+    scenario = scenario_from_dict(tiny({"name": name}, availability, time(tmp_path, late), 8))
+    legacy = run_in_process(scenario, 1, tmp_path / "legacy")
+    message = run_message_in_process(scenario, 1, tmp_path / "message")
+    assert message.api() == "message"
+    for x, y in zip(final_arrays(legacy), final_arrays(message), strict=True):
+        assert x.dtype == y.dtype and np.array_equal(x, y)
+    rows, got = legacy.read_metrics(), message.read_metrics()
+    assert [[r.get(k) for k in TIME_KEYS] for r in got] == [
+        [r.get(k) for k in TIME_KEYS] for r in rows
+    ]
+    assert without_timings(got) == without_timings(rows)
+    assert legacy.read_summary()["sim-seconds"] == message.read_summary()["sim-seconds"]
+    # the cases exercise what they are for
+    assert sum(r["late-delivered"] for r in rows[1:]) > 0 if delivered else True
+    assert sum(r["dropped"] + r["late"] for r in rows[1:]) > 0
+
+
+def test_an_interrupted_timed_run_resumes_to_the_uninterrupted_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MIFA under a deadline with late updates kept, a checkpoint every 3 rounds: after
+    round 3 client 2's update is in flight (it arrives in round 4, re-based). Failed at
+    round 6's checkpoint and resumed from round 3's, the run ends with the clock, rows and
+    model of a run never stopped."""
+    scenario = scenario_from_dict(tiny({"name": "mifa"}, ALWAYS, deadline(tmp_path, "keep"), 8))
+    reference = run_in_process(scenario, 0, tmp_path / "reference", checkpoint_every=0)
+    write = checkpoint.write_checkpoint
+
+    def write_or_fail(folder: Path, saved: checkpoint.Checkpoint) -> Path:
+        if saved.round == 6:
+            raise RuntimeError("round 6")
+        return write(folder, saved)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(checkpoint, "write_checkpoint", write_or_fail)
+        with pytest.raises(RuntimeError, match="round 6"):
+            run_in_process(scenario, 0, tmp_path / "run", checkpoint_every=3)
+    saved = read_checkpoint(tmp_path / "run" / CHECKPOINT_FILE)
+    (late,) = saved.strategy["clock"]["pending"]
+    assert (saved.round, late["update"].client, late["update"].started_round) == (3, 2, 3)
+    assert saved.strategy["clock"]["clock"].now == pytest.approx(12.0 + seconds(20.0, 1000.0))
+    resumed = run_in_process(scenario, 0, tmp_path / "run", checkpoint_every=3)
+    assert json.loads((resumed.path / "status.json").read_text())["resumed-from"] == 3
+    for x, y in zip(final_arrays(reference), final_arrays(resumed), strict=True):
+        assert x.dtype == y.dtype and np.array_equal(x, y)
+    rows, got = reference.read_metrics(), resumed.read_metrics()
+    assert [[r.get(k) for k in TIME_KEYS] for r in got] == [
+        [r.get(k) for k in TIME_KEYS] for r in rows
+    ]
+    assert without_timings(got) == without_timings(rows)
+    assert [r["late-delivered"] for r in got[1:]] == [0, 1] * 4
