@@ -277,7 +277,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if target is not None and not 0.0 <= target <= 1.0:
         raise ScenarioError(f"--target-accuracy: {target!r} is not an accuracy in [0, 1]")
     complete_plot_inputs(args.runs)
-    report = write_report(args.runs, target_accuracy=target)
+    report = write_report(args.runs, target_accuracy=target, select=args.select)
     print(report.read_text())
     print(f"fedram: wrote {report}", file=sys.stderr)
     return report_problems(RunSet.load(args.runs), strict=args.strict)

@@ -108,9 +108,22 @@ def parser(description: str) -> argparse.ArgumentParser:
         help="add a table of the rounds and simulated hours each variant takes to reach "
         "this test accuracy (in [0, 1], e.g. 0.7); runs that never do show 'not reached'",
     )
+    rep.add_argument(
+        "--select",
+        choices=SELECT_METRICS,
+        default="train-loss",
+        help="the metric a sweep of algorithms x learning rates is tuned on: the lowest "
+        "train-loss (the default), the highest train-accuracy or (test) accuracy, each the "
+        "tail mean over the evaluations of the last 20%% of rounds, averaged over seeds",
+    )
     show = sub.add_parser("show", help="print the resolved scenario and its variants")
     show.add_argument("scenario", type=Path)
     return p
+
+
+SELECT_METRICS = ("train-loss", "train-accuracy", "accuracy")
+"""``fedram report --select``'s values: :data:`fedram_flwr.report.rate_grid.CRITERIA`'s
+keys (not imported here: the report package loads matplotlib)."""
 
 
 def out_folder(text: str) -> Path:
