@@ -172,9 +172,16 @@ def fedram(*argv: str) -> None:
         raise SystemExit(f"fedram {' '.join(map(str, argv))}: exit status {code}")
 
 
-def select(root: Path, names: list[str], metric: str, expected: int) -> dict[str, tuple]:
-    """Each algorithm's chosen (eta_0, eta_g), once all its grid runs are complete."""
+def select(root: Path, grid: dict[str, Any], metric: str) -> dict[str, tuple[str, ...]]:
+    """Each algorithm's chosen (eta_0, eta_g) over the runs of ``grid`` (its variants and
+    seeds: other runs in the folder, e.g. of a wider grid, are left out), once all are
+    complete."""
+    labels = {label for label, _ in parse_scenario(grid).variants()}
+    seeds = {f"seed{s}" for s in grid["seeds"]}
     rs = RunSet.load(root)
+    rs = RunSet(rs.root, [r for r in rs.runs if r.label in labels and r.path.name in seeds])
+    names = [a["name"] for a in grid["sweep"]["algorithm"]]
+    expected = len(labels) // len(names) * len(seeds)
     done = {n: sum(r.complete and r.fields.get("name") == n for r in rs.runs) for n in names}
     if missing := {n: k for n, k in done.items() if k < expected}:
         raise SystemExit(
@@ -243,8 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     ray = ["--ray"] if args.ray else []
     fedram("run", write_scenario(args.out, grid), "--out", args.out, *ray)
-    expected = len(args.lrs) * len(args.server_lrs) * len(args.tune_seeds)
-    chosen = select(args.out / grid["name"], names, args.select, expected)
+    chosen = select(args.out / grid["name"], grid, args.select)
     write_report(args.out / grid["name"], select=args.select)
     if args.stage == "tune":
         print("\n".join(f"{n}: eta_0 {lr}, eta_g {slr}" for n, (lr, slr) in chosen.items()))

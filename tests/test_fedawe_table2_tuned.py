@@ -101,16 +101,22 @@ GRID = {  # two algorithms on a 2 x 2 grid
 }
 
 
+def small_grid() -> dict:
+    argv = ["--algorithms", "fedawe,mifa", "--lrs", "0.1,0.01", "--server-lrs", "1,0.5"]
+    return tuned.scenarios(tuned.parser().parse_args(argv))[0]
+
+
 def test_selection_picks_each_algorithms_best_pair(tmp_path: Path) -> None:
     grid_folder(tmp_path, GRID)
-    chosen = tuned.select(tmp_path, ["fedawe", "mifa"], "accuracy", expected=4)
+    grid_folder(tmp_path, {("fedawe", 0.1, 5.0): 0.99})  # outside the grid asked for
+    chosen = tuned.select(tmp_path, small_grid(), "accuracy")
     assert chosen == {"fedawe": ("0.1", "0.5"), "mifa": ("0.01", "1.0")}
 
 
 def test_selection_waits_for_the_whole_grid(tmp_path: Path) -> None:
     grid_folder(tmp_path, GRID, incomplete=[("mifa", 0.01, 1.0)])
     with pytest.raises(SystemExit, match="not complete .*mifa 3 of 4 runs"):
-        tuned.select(tmp_path, ["fedawe", "mifa"], "accuracy", expected=4)
+        tuned.select(tmp_path, small_grid(), "accuracy")
 
 
 def test_the_final_runs_are_each_algorithm_at_its_pair_under_four_dynamics() -> None:
