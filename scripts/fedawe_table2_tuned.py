@@ -172,16 +172,22 @@ def fedram(*argv: str) -> None:
         raise SystemExit(f"fedram {' '.join(map(str, argv))}: exit status {code}")
 
 
-def select(root: Path, grid: dict[str, Any], metric: str) -> dict[str, tuple[str, ...]]:
-    """Each algorithm's chosen (eta_0, eta_g) over the runs of ``grid`` (its variants and
-    seeds: other runs in the folder, e.g. of a wider grid, are left out), once all are
-    complete."""
+def grid_runs(root: Path, grid: dict[str, Any]) -> RunSet:
+    """The runs of ``grid`` in ``root``: its variants and seeds (other runs in the folder,
+    e.g. of a wider grid tried later, are left out)."""
     labels = {label for label, _ in parse_scenario(grid).variants()}
     seeds = {f"seed{s}" for s in grid["seeds"]}
     rs = RunSet.load(root)
-    rs = RunSet(rs.root, [r for r in rs.runs if r.label in labels and r.path.name in seeds])
+    return RunSet(rs.root, [r for r in rs.runs if r.label in labels and r.path.name in seeds])
+
+
+def select(root: Path, grid: dict[str, Any], metric: str) -> dict[str, tuple[str, ...]]:
+    """Each algorithm's chosen (eta_0, eta_g) over the runs of ``grid``
+    (:func:`grid_runs`), once all are complete."""
+    rs = grid_runs(root, grid)
     names = [a["name"] for a in grid["sweep"]["algorithm"]]
-    expected = len(labels) // len(names) * len(seeds)
+    expected = len(grid["sweep"]["training.lr"]) * len(grid["sweep"]["algorithm.server_lr"])
+    expected *= len(grid["seeds"])
     done = {n: sum(r.complete and r.fields.get("name") == n for r in rs.runs) for n in names}
     if missing := {n: k for n, k in done.items() if k < expected}:
         raise SystemExit(
@@ -232,7 +238,7 @@ def summary(args: argparse.Namespace, grid: dict, final: dict, chosen: dict) -> 
     lines += ["\n## Beside the paper's Table 2, row by row\n", comparison_section(rs)]
     lines += [
         "\n## The grid\n",
-        rate_grid_section(RunSet.load(args.out / grid["name"]), args.select),
+        rate_grid_section(grid_runs(args.out / grid["name"], grid), args.select),
     ]
     return "\n".join(lines)
 
