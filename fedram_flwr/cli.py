@@ -285,7 +285,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             "--target-accuracy"
         )
     complete_plot_inputs(args.runs)
-    report = write_report(args.runs, target_accuracy=target, time_budget=budget)
+    report = write_report(args.runs, target_accuracy=target, time_budget=budget, select=args.select)
     print(report.read_text())
     print(f"fedram: wrote {report}", file=sys.stderr)
     return report_problems(RunSet.load(args.runs), strict=args.strict)

@@ -116,9 +116,22 @@ def parser(description: str) -> argparse.ArgumentParser:
         "simulated hours: time and client updates to the target, accuracy and updates "
         "computed and dropped at the budget (every run must reach it)",
     )
+    rep.add_argument(
+        "--select",
+        choices=SELECT_METRICS,
+        default="train-loss",
+        help="the metric a sweep of algorithms x learning rates is tuned on: the lowest "
+        "train-loss (the default), the highest train-accuracy or (test) accuracy, each the "
+        "tail mean over the evaluations of the last 20%% of rounds, averaged over seeds",
+    )
     show = sub.add_parser("show", help="print the resolved scenario and its variants")
     show.add_argument("scenario", type=Path)
     return p
+
+
+SELECT_METRICS = ("train-loss", "train-accuracy", "accuracy")
+"""``fedram report --select``'s values: :data:`fedram_flwr.report.rate_grid.CRITERIA`'s
+keys (not imported here: the report package loads matplotlib)."""
 
 
 def out_folder(text: str) -> Path:

@@ -8,8 +8,9 @@ Every rule here is
     w_{t+1} = w_t - eta_g (1/N) sum_{i in A(t)} omega_i (w_t - w_{t,K}^i)
 
 and they differ in omega_i. eta_g is the global learning rate (``server_lr``) of
-FedAvg-IS and FedAU, 1 by default and for the others: the FedAU and FedAWE authors'
-code gives every baseline one, applied to the aggregated update.
+FedAvg-IS, FedAU and FedAvg over all clients, 1 by default and for FedAvg(S): the
+FedAU and FedAWE authors' code gives every baseline one, applied to the aggregated
+update.
 
 - FedAvg(S): at most S of the available clients, drawn uniformly, omega_i = N / |S_t|
   (the mean of their models, FedAR eq. 3 over S_t);
@@ -192,9 +193,12 @@ def known_probabilities(
 class FedAvgAllCore(ReweightedCore):
     """FedAvg over all clients' core (Xiang et al., NeurIPS 2024, App. J.2).
 
-    omega_i = 1, so w_{t+1} = w_t - (1/N) sum_{i in A(t)} (w_t - w_{t,K}^i), the
-    N - |A(t)| unavailable clients counted as zero updates.
+    omega_i = 1, so w_{t+1} = w_t - eta_g (1/N) sum_{i in A(t)} (w_t - w_{t,K}^i), the
+    N - |A(t)| unavailable clients counted as zero updates; ``server_lr``: eta_g (the
+    FedAWE paper tunes it for this baseline too, App. J Table 7).
     """
+
+    server_lr: float = server_lr_hyper()
 
     def weights(self, estimator, server_round, active, elapsed):
         """Weigh every reply 1."""

@@ -51,12 +51,17 @@ def damaged_section(damaged: list[tuple[str, str]]) -> str:
 
 
 def write_report(
-    root: str | Path, target_accuracy: float | None = None, time_budget: float | None = None
+    root: str | Path,
+    target_accuracy: float | None = None,
+    time_budget: float | None = None,
+    select: str = "train-loss",
 ) -> Path:
     """``report.md`` plus comparison figures in ``root``; returns the report path.
     ``target_accuracy`` (in [0, 1]): a table of the rounds and simulated hours each
     variant takes to reach it; with ``time_budget`` (simulated hours) too, the same
-    within the budget with the accuracy and client work at it (:mod:`.clock`)."""
+    within the budget with the accuracy and client work at it (:mod:`.clock`);
+    ``select``: the metric a grid of learning rates is chosen on
+    (:data:`.rate_grid.CRITERIA`)."""
     root = Path(root)
     rs = RunSet.load(root)
     runs = rs.finals()
@@ -72,7 +77,7 @@ def write_report(
             text += ["\nPaper layout:\n", pivot_table(rs, swept[1], swept[0], stat)]
     if table := last_rounds_table(rs):  # runs under non-stationary availability
         text += ["\n## Last rounds by availability dynamics (FedAWE Table 2)\n", table]
-    if section := rate_grid_section(rs):  # a sweep of algorithms and learning rates
+    if section := rate_grid_section(rs, select):  # a sweep of algorithms and learning rates
         text += ["\n## Learning rates by grid search (CA-Fed Sec. V-A)\n", section]
     names = {rs.split(v)[1] for v in runs}
     ignore = tuple(RATES) if tuned_per_algorithm(rs) else ()  # rows of a zipped sweep

@@ -1,6 +1,7 @@
 """Rates chosen per algorithm by grid search (fedram_flwr/report/rate_grid.py) on run
-folders written by hand: the lowest mean training loss over seeds wins, failed or
-diverged runs never do, test accuracy is never read."""
+folders written by hand: the lowest mean training loss over seeds wins by default (test
+accuracy is then never read), the highest mean accuracy when selecting on it (FedAWE App.
+J); failed or diverged runs never win."""
 
 from __future__ import annotations
 
@@ -8,11 +9,19 @@ import math
 import re
 from pathlib import Path
 
+import pytest
 import scipy.stats
 import yaml
 
+from fedram_flwr.cli_args import SELECT_METRICS
 from fedram_flwr.report import RunSet, write_report
-from fedram_flwr.report.rate_grid import grid_losses, rate_grid_section, tuned_per_algorithm
+from fedram_flwr.report.rate_grid import (
+    CRITERIA,
+    chosen_rates,
+    grid_losses,
+    rate_grid_section,
+    tuned_per_algorithm,
+)
 from fedram_flwr.sweep import swept_values
 from tests.helpers import write_run
 
@@ -126,3 +135,52 @@ def test_tuned_runs_compare_algorithms_across_their_own_rates(tmp_path: Path) ->
 def test_a_rate_grid_is_not_tuned_per_algorithm(tmp_path: Path) -> None:
     grid_runs(tmp_path)
     assert not tuned_per_algorithm(RunSet.load(tmp_path))
+
+
+# (algorithm, lr, server_lr) -> (test accuracy, train loss) per seed 0, 1; None: failed.
+# The highest mean accuracy and the lowest mean loss pick different pairs.
+SCORES = {
+    ("fedawe", "0.1", "0.5"): [(0.80, 0.3), (0.60, 0.3)],  # accuracy 0.70; the lowest loss
+    ("fedawe", "0.05", "1.0"): [(0.72, 0.5), (0.74, 0.5)],  # accuracy 0.73: chosen on it
+    ("fedawe", "0.01", "1.0"): [(0.95, 0.1), None],  # the best seed, but seed 1 failed
+    ("fedavg", "0.1", "1.0"): [(0.60, 0.2), (0.60, 0.2)],  # accuracy 0.60
+    ("fedavg", "0.05", "0.5"): [(0.50, 0.4), (0.70, 0.4)],  # 0.60 too: first in sorted order
+}
+
+
+def score_runs(root: Path) -> None:
+    for (name, lr, server_lr), per_seed in SCORES.items():
+        rows = [
+            {"round": 10, "accuracy": 0.5, "train-loss": 1.0}
+            if x is None
+            else {"round": 10, "accuracy": x[0], "train-loss": x[1]}
+            for x in per_seed
+        ]
+        failed = [seed for seed, x in enumerate(per_seed) if x is None]
+        rate_runs(root, name, lr, server_lr, rows, failed)
+
+
+def test_the_highest_mean_accuracy_is_chosen_when_selecting_on_it(tmp_path: Path) -> None:
+    score_runs(tmp_path)
+    rs = RunSet.load(tmp_path)
+    assert chosen_rates(rs, "accuracy") == {"fedawe": ("0.05", "1.0"), "fedavg": ("0.05", "0.5")}
+    assert chosen_rates(rs, "train-loss") == {"fedawe": ("0.1", "0.5"), "fedavg": ("0.1", "1.0")}
+    section = rate_grid_section(rs, "accuracy")
+    assert "the highest `accuracy` (test accuracy)" in section
+    assert "**0.7300 ± 0.0141**" in section  # shown as accuracy, not negated
+    assert "failed or diverged (1/2)" in section
+    for select, pair in ((None, (0.1, 0.5)), ("accuracy", (0.05, 1.0))):  # train-loss by default
+        kwargs = {} if select is None else {"select": select}
+        rows = swept_values(chosen_sweep(write_report(tmp_path, **kwargs).read_text()))
+        fedawe = next(r for r in rows if r["algorithm.name"] == "fedawe")
+        assert (fedawe["training.lr"], fedawe["algorithm.server_lr"]) == pair
+
+
+def test_an_unknown_selection_metric_names_the_allowed_ones(tmp_path: Path) -> None:
+    score_runs(tmp_path)
+    with pytest.raises(ValueError, match="allowed values: train-loss, train-accuracy, accuracy"):
+        chosen_rates(RunSet.load(tmp_path), "loss")
+
+
+def test_the_cli_offers_exactly_the_selection_metrics() -> None:
+    assert SELECT_METRICS == tuple(CRITERIA)

@@ -150,3 +150,16 @@ def test_known_p_nan_or_inf_is_refused_naming_known_p(bad: float) -> None:
     c = fedavg_is(2, lambda server_round: np.array([0.5, bad]))  # a law read per round
     with pytest.raises(ValueError, match=r"known_p: oracle-informed p in round 4"):
         c.aggregate(c.init([np.zeros(DIM, np.float32)]), 4, [vector_reply(0, np.ones(DIM))], 1)
+
+
+@pytest.mark.parametrize(("server_lr", "expected"), [(1.0, 1.5), (0.5, 1.25), (10.0, 6.0)])
+def test_fedavg_all_with_a_server_learning_rate_by_hand(server_lr: float, expected: float) -> None:
+    """N = 4, w_1 = 1; client 1 returns 3 (update w - w_i = -2), the others count 0:
+    (1/N) sum = -1/2, so w_2 = 1 - eta_g (-1/2) = 1 + eta_g / 2; eta_g = 1 is the default
+    (the FedAWE paper tunes eta_g for this baseline too, App. J Table 7)."""
+    c = FedAvgAllCore(num_clients=4, lr=0.1, server_lr=server_lr)
+    c = c.for_model([np.zeros(DIM, np.float32)])
+    out = c.aggregate(
+        c.init([np.ones(DIM, np.float32)]), 1, [vector_reply(1, np.full(DIM, 3.0))], 1
+    )
+    assert out.state.w.tolist() == [expected] * DIM
