@@ -102,8 +102,24 @@ class Arrivals(Protocol):
         """Let time pass while nobody trains."""
 
 
+class _Dispatching:
+    """What both arrival orders share: a positive ``idle_seconds`` and ``on_dispatch``."""
+
+    idle_seconds: float
+    on_dispatch: Callable[[Sequence[Job]], None] | None
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.idle_seconds) and self.idle_seconds > 0):
+            raise ValueError(f"idle_seconds: {self.idle_seconds!r} must be > 0")
+
+    def dispatch(self, jobs: Sequence[Job]) -> None:
+        """Pass the started jobs to ``on_dispatch``."""
+        if self.on_dispatch is not None:
+            self.on_dispatch(jobs)
+
+
 @dataclass
-class SimulatedArrivals:
+class SimulatedArrivals(_Dispatching):
     """Finish events in simulated time order; ``train`` runs when its event is processed.
 
     Parameters
@@ -120,15 +136,6 @@ class SimulatedArrivals:
     idle_seconds: float = 1.0
     on_dispatch: Callable[[Sequence[Job]], None] | None = None
 
-    def __post_init__(self) -> None:
-        if not (math.isfinite(self.idle_seconds) and self.idle_seconds > 0):
-            raise ValueError(f"idle_seconds: {self.idle_seconds!r} must be > 0")
-
-    def dispatch(self, jobs: Sequence[Job]) -> None:
-        """Pass the started jobs to ``on_dispatch``."""
-        if self.on_dispatch is not None:
-            self.on_dispatch(jobs)
-
     def next(self, loop: LoopState) -> tuple[Job, Arrays | None, LoopState]:
         """Take the earliest finish event and run its training."""
         job, loop = next_job(loop)
@@ -144,7 +151,7 @@ class SimulatedArrivals:
 
 
 @dataclass
-class WallArrivals:
+class WallArrivals(_Dispatching):
     """Updates in the order they arrive: a poll's in partition-id order (real asynchrony).
 
     Parameters
@@ -168,15 +175,6 @@ class WallArrivals:
     on_dispatch: Callable[[Sequence[Job]], None] | None = None
     sleep: Callable[[float], None] = time.sleep
     queue: deque[tuple[int, Arrays | None]] = field(default_factory=deque)
-
-    def __post_init__(self) -> None:
-        if not (math.isfinite(self.idle_seconds) and self.idle_seconds > 0):
-            raise ValueError(f"idle_seconds: {self.idle_seconds!r} must be > 0")
-
-    def dispatch(self, jobs: Sequence[Job]) -> None:
-        """Pass the started jobs to ``on_dispatch``."""
-        if self.on_dispatch is not None:
-            self.on_dispatch(jobs)
 
     def next(self, loop: LoopState) -> tuple[Job, Arrays | None, LoopState]:
         """Take the next arrival, polling (with a sleep between empty polls) until one comes."""
