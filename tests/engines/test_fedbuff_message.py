@@ -135,7 +135,9 @@ def test_the_deployment_engine_takes_replies_as_they_arrive(
     initial = get_weights(Experiment(scenario, SEED).new_model())
     assert any(not np.array_equal(a, b) for a, b in zip(initial, final_arrays(run), strict=True))
     log = (run.path / "flwr-logs" / "flwr-run.log").read_text(errors="replace")
-    assert "wall clock" in log and "not waited for" not in log  # every reply pulled
+    # The replies still in flight at the end are dropped: how many arrive within the drain's
+    # wall-clock wait depends on the machine's load, so the test does not count them.
+    assert "wall clock" in log and "FedBuff: 5 server steps" in log
 
 
 def test_with_overrides_reaches_the_clock() -> None:
