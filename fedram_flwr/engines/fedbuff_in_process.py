@@ -1,13 +1,17 @@
-"""FedBuff in-process: the asynchronous event loop over the project's clients.
+"""FedBuff's legacy face with the scenario's glue, and its in-process run.
 
-:func:`serve_fedbuff` runs :func:`~fedram_flwr.strategies.fedbuff_loop.run_fedbuff`
-(Flower-free) with what the scenario gives:
+:func:`fedbuff_server` builds the legacy face
+(:class:`~fedram_flwr.engines.fedbuff_server.FedBuffServer`, whose ``fit`` runs the
+Flower-free loop :func:`~fedram_flwr.strategies.fedbuff_loop.drive` on the simulated
+clock) over an oracle's proxies, for the in-process run (:func:`serve_fedbuff`, over
+``InProcessClientProxy``s) and the ServerApp's legacy path alike, with what the scenario
+gives:
 
 - **training**: each client is the scenario's legacy NumPyClient
   (:meth:`~fedram_flwr.experiment.Experiment.client`, the ERM client for ``fedbuff``),
-  its ``fit`` called on the model version it downloaded with the config ``server-round``
-  = that version + 1, its ``Context.state`` kept per partition as the in-process engine
-  keeps it;
+  its ``fit`` called through its proxy on the model version it downloaded with the config
+  ``server-round`` = that version + 1, its ``Context.state`` kept per partition as the
+  in-process engine keeps it;
 - **who is available at t**: the scenario's ``time.availability`` law
   (:func:`~fedram_flwr.availability.timed.clock_availability`), or, without a ``time``
   section, the ``availability`` oracle with one round per tick
@@ -26,8 +30,9 @@ previous step, ``buffer-clients`` / ``buffer-versions`` / ``staleness`` /
 staleness is ``round`` - 1 minus it); the server's evaluation as every engine's
 (``eval_every``, version 0 included). ``rounds`` in the scenario counts server steps. No
 checkpoint is written. The run is recorded as ``engine: in-process``, ``api: legacy``
-(its clients are the legacy NumPyClients, called directly); it runs the simulated clock
-only (``algorithm.params.clock: wall`` is refused: it needs the Message API).
+(its clients are the legacy NumPyClients, through in-process ClientProxies); the legacy
+face runs the simulated clock only (``algorithm.params.clock: wall`` is refused: it
+needs the Message API).
 """
 
 from __future__ import annotations
