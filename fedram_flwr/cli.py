@@ -63,7 +63,6 @@ from fedram_flwr.outputs import RunDirectory
 from fedram_flwr.plots import plot_run
 from fedram_flwr.registry import (
     algorithm_params,
-    algorithm_spec,
     is_asynchronous,
     load_scenario,
     with_overrides,
@@ -185,18 +184,17 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def refuse_asynchronous(scenario: Scenario, args: argparse.Namespace) -> None:
-    """An asynchronous algorithm (FedBuff) runs through the Message API on any engine, or
-    in-process in its event loop; refuse Flower's legacy API on Flower's engines, and the
-    wall clock in the event loop, naming why."""
+    """An asynchronous algorithm (FedBuff) runs through either Flower API on any engine;
+    refuse the wall clock in its legacy face (a server loop calling its clients one after
+    another), naming why."""
     for _, variant in scenario.variants():
         if not is_asynchronous(variant) or args.api != "legacy":
             continue
-        if args.engine != "in-process":
-            raise algorithm_spec(variant).refusal(f"its --engine {args.engine} --api legacy run")
         if getattr(algorithm_params(variant), "clock", None) == "wall":
             raise ScenarioError(
                 "algorithm.params.clock: wall takes updates as replies arrive, which needs "
-                "Flower's Message API: add --api message (or --engine deployment)"
+                "Flower's Message API: add --api message (FedBuff's legacy face runs the "
+                "simulated clock)"
             )
 
 

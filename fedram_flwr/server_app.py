@@ -16,7 +16,9 @@ watches its SuperNodes itself) and ``api``:
   asynchronous algorithm (FedBuff) runs its own strategy's push-and-pull loop instead
   (:func:`~fedram_flwr.engines.fedbuff_message.serve_fedbuff_messages`);
 - ``legacy``: the legacy Strategy and oracle (ClientManager) in Flower's legacy server
-  loop, through ``flwr.server.compat.start_grid`` (what ``ServerApp(server_fn=...)`` runs).
+  loop, through ``flwr.server.compat.start_grid`` (what ``ServerApp(server_fn=...)`` runs);
+  FedBuff's legacy face is its own ``Server`` whose ``fit`` runs its loop on the simulated
+  clock (:class:`~fedram_flwr.engines.fedbuff_server.FedBuffServer`).
 
 Flower 1.39's ``ServerApp`` takes either a ``server_fn`` or a ``@app.main()``, never both,
 and pyproject names one ServerApp; so ``app`` is a ``@app.main()`` that runs either. The
@@ -35,6 +37,7 @@ from flwr.serverapp import Grid, ServerApp
 
 from fedram_flwr.app_config import APIS, run_api, run_settings
 from fedram_flwr.availability.manager import OracleClientManager
+from fedram_flwr.engines.fedbuff_in_process import fedbuff_server
 from fedram_flwr.engines.fedbuff_message import serve_fedbuff_messages
 from fedram_flwr.engines.flwr.watchdog import OwnedRunDirectory
 from fedram_flwr.engines.in_process import recorder_settings, recording_strategy
@@ -73,16 +76,16 @@ def server_fn(context: Context) -> ServerAppComponents:
     """The legacy components: the recorded Strategy, the oracle, the engines' server."""
     out, exp, label = start_run(context, "legacy")
     manager = run_oracle(exp, context)
+    config = ServerConfig(num_rounds=exp.scenario.rounds, round_timeout=manager.round_timeout)
+    if is_asynchronous(exp.scenario):  # FedBuff: its own server loop, no rounds
+        return ServerAppComponents(server=fedbuff_server(exp, manager, out, label), config=config)
     strategy = recording_strategy(exp, out, label)
     # the in-process engine's server loop: an empty round still reaches the strategy
     server = StrategyEveryRound(client_manager=manager, strategy=strategy)
     if exp.scenario.time is not None:  # on the simulated clock, under the round policy
         model = time_model(exp, manager)
         server = TimedServer(time=model, seed=exp.seed, client_manager=manager, strategy=strategy)
-    return ServerAppComponents(
-        server=server,
-        config=ServerConfig(num_rounds=exp.scenario.rounds, round_timeout=manager.round_timeout),
-    )
+    return ServerAppComponents(server=server, config=config)
 
 
 def serve_messages(grid: Grid, context: Context) -> None:

@@ -202,6 +202,16 @@ class OracleClientManager(ClientManager):
         with self._cv:
             return dict(self._clients)
 
+    def by_partition(self) -> dict[int, ClientProxy]:
+        """Return every client's proxy by partition id (a copy).
+
+        The partition ids are learnt once, waiting (bounded by ``wait_timeout``) for all
+        ``num_clients``; else ``AvailabilityError``, as :meth:`sample`.
+        """
+        self._resolve_partitions()
+        with self._cv:
+            return dict(self._by_partition)
+
     def wait_for(self, num_clients: int, timeout: int = 86400) -> bool:
         """Wait until ``num_clients`` are connected, at most min(timeout, wait_timeout) s.
 

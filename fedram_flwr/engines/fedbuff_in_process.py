@@ -1,13 +1,17 @@
-"""FedBuff in-process: the asynchronous event loop over the project's clients.
+"""FedBuff's legacy face with the scenario's glue, and its in-process run.
 
-:func:`serve_fedbuff` runs :func:`~fedram_flwr.strategies.fedbuff_loop.run_fedbuff`
-(Flower-free) with what the scenario gives:
+:func:`fedbuff_server` builds the legacy face
+(:class:`~fedram_flwr.engines.fedbuff_server.FedBuffServer`, whose ``fit`` runs the
+Flower-free loop :func:`~fedram_flwr.strategies.fedbuff_loop.drive` on the simulated
+clock) over an oracle's proxies, for the in-process run (:func:`serve_fedbuff`, over
+``InProcessClientProxy``s) and the ServerApp's legacy path alike, with what the scenario
+gives:
 
 - **training**: each client is the scenario's legacy NumPyClient
   (:meth:`~fedram_flwr.experiment.Experiment.client`, the ERM client for ``fedbuff``),
-  its ``fit`` called on the model version it downloaded with the config ``server-round``
-  = that version + 1, its ``Context.state`` kept per partition as the in-process engine
-  keeps it;
+  its ``fit`` called through its proxy on the model version it downloaded with the config
+  ``server-round`` = that version + 1, its ``Context.state`` kept per partition as the
+  in-process engine keeps it;
 - **who is available at t**: the scenario's ``time.availability`` law
   (:func:`~fedram_flwr.availability.timed.clock_availability`), or, without a ``time``
   section, the ``availability`` oracle with one round per tick
@@ -26,8 +30,9 @@ previous step, ``buffer-clients`` / ``buffer-versions`` / ``staleness`` /
 staleness is ``round`` - 1 minus it); the server's evaluation as every engine's
 (``eval_every``, version 0 included). ``rounds`` in the scenario counts server steps. No
 checkpoint is written. The run is recorded as ``engine: in-process``, ``api: legacy``
-(its clients are the legacy NumPyClients, called directly); it runs the simulated clock
-only (``algorithm.params.clock: wall`` is refused: it needs the Message API).
+(its clients are the legacy NumPyClients, through in-process ClientProxies); the legacy
+face runs the simulated clock only (``algorithm.params.clock: wall`` is refused: it
+needs the Message API).
 """
 
 from __future__ import annotations
@@ -36,13 +41,19 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from flwr.common import RecordDict
+from flwr.client import NumPyClient
+from flwr.common import Context, ndarrays_to_parameters
 
+from fedram_flwr.availability.manager import OracleClientManager
 from fedram_flwr.availability.timed import RoundTicks, clock_availability
 from fedram_flwr.clock import TICK_SECONDS, SimulatedClock, Task, model_size_kbit, start_round
 from fedram_flwr.clock.scenario import scenario_speeds
 from fedram_flwr.config import Scenario, ScenarioError
+from fedram_flwr.engines.fedbuff_server import FedBuffServer, FedBuffStrategy
 from fedram_flwr.engines.in_process import (
+    InProcessClientProxy,
+    ReceivedArrays,
+    node_context,
     quiet_single_threaded,
     recorder_settings,
     run_in_process,
@@ -50,10 +61,10 @@ from fedram_flwr.engines.in_process import (
 from fedram_flwr.experiment import Experiment
 from fedram_flwr.models import get_weights
 from fedram_flwr.outputs import RoundRecorder, RunDirectory
-from fedram_flwr.protocol import SERVER_ROUND, Arrays
+from fedram_flwr.protocol import Arrays
 from fedram_flwr.registry import algorithm_params, algorithm_spec
 from fedram_flwr.strategies.fedbuff import FedBuffCore
-from fedram_flwr.strategies.fedbuff_loop import StepRecord, run_fedbuff
+from fedram_flwr.strategies.fedbuff_loop import StepRecord
 from fedram_flwr.training import num_local_steps
 
 
@@ -62,10 +73,13 @@ def fedbuff_core(exp: Experiment) -> FedBuffCore:
     return algorithm_spec(exp.scenario).build_core(algorithm_params(exp.scenario), exp)
 
 
-def available_at(exp: Experiment) -> Callable[[float], np.ndarray]:
-    """Who is available at simulated time t (``time.availability``, or the oracle per tick)."""
+def available_at(
+    exp: Experiment, oracle: OracleClientManager | None = None
+) -> Callable[[float], np.ndarray]:
+    """Who is available at simulated time t (``time.availability``, or the oracle per tick);
+    ``oracle``: the scenario's (default: a new one)."""
     s = exp.scenario
-    oracle = exp.client_manager()
+    oracle = exp.client_manager() if oracle is None else oracle
     if s.time is None:
         law = RoundTicks(oracle)
     else:
@@ -124,37 +138,51 @@ class FedBuffSteps:
         rec.record_round(record.version, self.evaluate(record.version, model, {}), lambda: model)
 
 
-def serve_fedbuff(exp: Experiment, out: RunDirectory, label: str) -> None:
-    """Run FedBuff for ``rounds`` server steps, recording each step in ``out``."""
-    s = exp.scenario
+WALL_REFUSED = (
+    "algorithm.params.clock: wall takes updates as replies arrive, which needs "
+    "Flower's Message API (fedram run --api message, or --engine deployment); FedBuff's "
+    "legacy face (FedBuffServer) calls its clients one after another on the simulated clock"
+)
+
+
+def fedbuff_server(
+    exp: Experiment, manager: OracleClientManager, out: RunDirectory, label: str
+) -> FedBuffServer:
+    """The legacy face over ``manager``'s proxies: the scenario's core, availability,
+    durations and seed, each step recorded in ``out`` (``clock: wall`` refused)."""
     core = fedbuff_core(exp)
     if core.clock == "wall":
-        raise ScenarioError(
-            "algorithm.params.clock: wall takes updates as replies arrive, which needs "
-            "Flower's Message API (fedram run --api message, or --engine deployment); this "
-            "loop calls the clients one after another on the simulated clock"
-        )
+        raise ScenarioError(WALL_REFUSED)
     initial = get_weights(exp.new_model())
-    states = {pid: RecordDict() for pid in range(s.data.num_clients)}
     steps = FedBuffSteps(exp, out, label)
+    return FedBuffServer(
+        client_manager=manager,
+        strategy=FedBuffStrategy(core, ndarrays_to_parameters(initial)),
+        available_at=available_at(exp, manager),
+        durations=durations(exp, initial),
+        seed=exp.seed,
+        on_start=steps.initial,
+        on_step=steps.step,
+    )
 
-    def train(pid: int, arrays: Arrays, version: int) -> Arrays:
-        client = exp.client(pid, states[pid])
-        returned, _, _ = client.fit(list(arrays), {SERVER_ROUND: version + 1})
-        return returned
 
-    with quiet_single_threaded():
-        steps.initial(initial)
-        run_fedbuff(
-            core,
-            initial,
-            steps=s.rounds,
-            available_at=available_at(exp),
-            durations=durations(exp, initial),
-            train=train,
-            seed=exp.seed,
-            on_step=lambda record, loop: steps.step(record, loop.server.arrays),
+def serve_fedbuff(exp: Experiment, out: RunDirectory, label: str) -> None:
+    """Run FedBuff for ``rounds`` server steps over the in-process legacy clients (their
+    ``Context.state`` kept per partition), recording each step in ``out``."""
+    manager = exp.client_manager()
+    k = exp.scenario.data.num_clients
+
+    def client_fn(context: Context) -> NumPyClient:
+        return exp.client(int(context.node_config["partition-id"]), context.state)
+
+    received = ReceivedArrays()
+    for pid in range(k):
+        manager.register(
+            InProcessClientProxy(str(pid), client_fn, node_context(pid, k, {}), received)
         )
+    server = fedbuff_server(exp, manager, out, label)
+    with quiet_single_threaded():
+        server.fit(exp.scenario.rounds, timeout=None)
     if out.status() != "complete":
         raise RuntimeError("FedBuff's loop ended before the last step was recorded")
 

@@ -81,9 +81,11 @@ ALGORITHMS: dict[str, AlgorithmSpec[Any]] = {
 
 
 FEDBUFF_LEFT = (
-    "Flower's legacy server runs blocking rounds, and FedBuff there would need a server "
-    "loop of its own: not planned (docs/fedbuff.md); use --api message"
+    "Flower's legacy API runs it with a server loop of its own "
+    "(fedram_flwr.engines.fedbuff_server.FedBuffServer: fedram run --api legacy, any engine), "
+    "the Message API with its FedBuff strategy (--api message)"
 )
+
 
 ASYNC_ALGORITHMS: dict[str, AsyncAlgorithmSpec[Any]] = {
     spec.name: spec
@@ -92,5 +94,5 @@ ASYNC_ALGORITHMS: dict[str, AsyncAlgorithmSpec[Any]] = {
         AsyncAlgorithmSpec("fedbuff", FedBuffCore, FedBuff, FEDBUFF_LEFT),
     )
 }
-"""The asynchronous algorithms: their event loop in-process, their Message-API strategy
-anywhere; no legacy Flower strategy."""
+"""The asynchronous algorithms: their legacy-API server loop and their Message-API strategy,
+on any engine; no round-based legacy Flower strategy."""

@@ -111,9 +111,10 @@ class AsyncAlgorithmSpec(Generic[AP]):
     declarations, as :class:`AlgorithmSpec`'s; its clients are found by name on the client
     side, :func:`~fedram_flwr.clients.train_blocks.objective_of`), ``message_strategy`` its
     Message-API strategy (:class:`~fedram_flwr.message_api.fedbuff.FedBuff`: push and pull,
-    not rounds), ``left`` what is not built (said when Flower's legacy API is asked for
-    it). The in-process engine runs it with its event loop
-    (:mod:`fedram_flwr.engines.fedbuff_in_process`), the Message API in-process and on
+    not rounds), ``left`` what runs instead of a round-based legacy strategy (said when one
+    is asked for). Flower's legacy API runs it with a server loop of its own
+    (:class:`~fedram_flwr.engines.fedbuff_server.FedBuffServer`, in-process:
+    :mod:`fedram_flwr.engines.fedbuff_in_process`), the Message API in-process and on
     Flower's engines with :mod:`fedram_flwr.engines.fedbuff_message`."""
 
     name: str
@@ -128,11 +129,10 @@ class AsyncAlgorithmSpec(Generic[AP]):
         object.__setattr__(self, "params", params_for(self.core, self.scenario, self.reads_hidden))
 
     def refusal(self, where: str) -> ScenarioError:
-        """The error Flower's legacy API gives: which item is left."""
+        """The error asking for a round-based legacy Strategy gives: what runs instead."""
         return ScenarioError(
-            f"algorithm.name: {self.name} is asynchronous and runs through Flower's Message "
-            f"API (any engine) or the in-process event loop (fedram run without --engine "
-            f"and --api); {where} is not built: {self.left}"
+            f"algorithm.name: {self.name} is asynchronous (no rounds): {where} is not "
+            f"built; {self.left}"
         )
 
     def build_core(self, params: AP, run: Run) -> Any:

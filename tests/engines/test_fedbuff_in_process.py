@@ -1,6 +1,6 @@
 """FedBuff in-process (fedram_flwr/engines/fedbuff_in_process.py) through ``fedram run``:
-what each server step records, one seed one model, and what refuses it (Flower's legacy
-API on Flower's engines, the wall clock in the event loop)."""
+what each server step records, one seed one model, and what refuses it (the wall clock in
+the legacy face, on any engine)."""
 
 from __future__ import annotations
 
@@ -82,17 +82,17 @@ def test_time_model_gives_stale_weighted_updates_and_one_seed_one_model(tmp_path
 
 
 @pytest.mark.parametrize("engine", ["flwr", "deployment"])
-def test_flowers_legacy_api_refuses_it_naming_what_is_left(
+def test_flowers_legacy_api_on_flowers_engines_refuses_the_wall_clock(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], engine: str
 ) -> None:
+    """FedBuff's legacy face (FedBuffServer) runs on Flower's engines, on the simulated
+    clock only: ``clock: wall`` is refused before any Flower process starts."""
     path = tmp_path / "fedbuff.yaml"
-    path.write_text(yaml.safe_dump(fedbuff_dict()))
+    path.write_text(yaml.safe_dump(fedbuff_dict(clock="wall")))
     argv = ["--engine", engine, "--api", "legacy"]
     code = main(["run", str(path), "--out", str(tmp_path / "runs"), *argv])
     err = capsys.readouterr().err
-    assert code == 2 and "algorithm.name: fedbuff is asynchronous" in err
-    assert f"--engine {engine} --api legacy" in err and "not planned" in err
-    assert "use --api message" in err
+    assert code == 2 and "algorithm.params.clock: wall" in err and "add --api message" in err
     assert not (tmp_path / "runs").exists()
 
 
@@ -140,7 +140,7 @@ def test_flower_faces_build_the_message_strategy_and_refuse_the_legacy_one() -> 
     strategy = exp.message_strategy()
     assert type(strategy).__name__ == "FedBuff" and strategy.core.buffer_size == 2
     assert strategy.seed == 0 and strategy.min_nodes == 3  # one node per partition
-    with pytest.raises(ScenarioError, match="legacy Flower strategy is not built: Flower's"):
+    with pytest.raises(ScenarioError, match="legacy Flower strategy is not built; .*FedBuffServer"):
         exp.strategy()
 
 
