@@ -37,6 +37,7 @@ explicit value, and on the simulated clock one seed gives one schedule.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections import deque
@@ -61,6 +62,10 @@ from fedram_flwr.strategies.fedbuff_jobs import (
     start,
     withdraw,
 )
+from fedram_flwr.strategies.rounds import nonfinite_array
+
+LOGGER = logging.getLogger(__name__)
+"""Where the loop reports an update it refuses (NaN or inf)."""
 
 __all__ = [
     "Arrivals",
@@ -212,6 +217,10 @@ def drive(
 ) -> tuple[LoopState, list[StepRecord]]:
     """Run the loop from ``loop`` until ``steps`` server steps are taken.
 
+    An update holding NaN or inf (:func:`~fedram_flwr.strategies.rounds.nonfinite_array`)
+    is refused and counted as failed, on every face (event loop, legacy server, Message
+    API), as a client that failed.
+
     Parameters
     ----------
     core : FedBuffCore
@@ -273,6 +282,10 @@ def drive(
             continue
         waits = 0
         job, returned, loop = arrivals.next(loop)
+        if returned is not None and (problem := nonfinite_array(returned)) is not None:
+            LOGGER.warning("FedBuff: partition %d refused, counted as failed: %s",
+                           job.partition_id, problem)  # fmt: skip
+            returned = None
         if returned is None:
             streak += 1
             loop = replace(loop, failures=loop.failures + 1)

@@ -137,6 +137,29 @@ def test_constant_weight_makes_the_stale_update_count_fully() -> None:
     assert records[1].staleness == (1, 0) and records[1].weights == (1.0, 1.0)
 
 
+def test_an_update_holding_nan_is_refused_and_counted_as_failed() -> None:
+    """The hand schedule with client 2's first update NaN: at t = 2 it fails (slot freed,
+    counted), so step 1 comes at t = 2.5 from clients 0 and 1 (staleness 0, 0), with
+    w1 = 0 - (-2 - 4) / 2 = 3 and one failure in its record."""
+    core = FedBuffCore(buffer_size=2, concurrency=2, staleness="polynomial")
+
+    def train(pid: int, arrays: list[np.ndarray], version: int) -> list[np.ndarray]:
+        return [np.array(np.nan)] if (pid, version) == (2, 0) else half_way(pid, arrays, version)
+
+    loop, records = run_fedbuff(
+        core,
+        [np.array(0.0)],
+        steps=1,
+        available_at=hand_available,
+        durations=hand_durations,
+        train=train,
+        seed=0,
+    )
+    (record,) = records
+    assert (record.time, record.clients, record.staleness) == (2.5, (0, 1), (0, 0))
+    assert record.failures == 1 and float(loop.server.arrays[0]) == 3.0
+
+
 # --------------------------------------- K = C = N, equally fast: a FedAvg round
 @pytest.mark.parametrize("eta", [1.0, 0.3])
 def test_k_equals_c_equals_n_with_constant_weights_is_fedavg(eta: float) -> None:
