@@ -17,15 +17,14 @@ guard advanced, :class:`~fedram_flwr.strategies.rounds.FailedRoundsError` after
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from logging import WARNING
 from typing import Any
 
 from flwr.app import Message
-from flwr.common.logger import log
 
 from fedram_flwr.protocol import PARTITION_ID, Arrays, ClientReply, reply_partition_id
 from fedram_flwr.strategies.round_driver import Received, RoundPolicy, screen_round
 from fedram_flwr.strategies.rounds import FailedRounds
+from fedram_flwr.strategies.wire import warn as warn  # one warning line for both APIs
 
 
 def error_text(message: Message) -> str:
@@ -95,17 +94,6 @@ def received(
         _metrics(message),
         _arrays(message),
     )
-
-
-def warn(line: str) -> None:
-    """Log a round's warning in Flower's log (level ``WARNING``).
-
-    Parameters
-    ----------
-    line : str
-        The warning, logged as is.
-    """
-    log(WARNING, "%s", line)
 
 
 def client_reply(
