@@ -35,14 +35,14 @@ import torch
 import yaml
 
 from fedram_flwr.availability import ram_relay
-from fedram_flwr.client_data import client_rng
-from fedram_flwr.config import Scenario
+from fedram_flwr.clients.batches import client_rng
+from fedram_flwr.clients.models import get_weights, set_weights
+from fedram_flwr.clients.training import local_sgd
 from fedram_flwr.engines import run_in_process, run_with_flwr
-from fedram_flwr.experiment import Experiment, availability_law
-from fedram_flwr.models import get_weights, set_weights
+from fedram_flwr.engines.experiment import Experiment, availability_law
 from fedram_flwr.registry import algorithm_params, load_scenario, with_overrides
+from fedram_flwr.scenario.config import Scenario
 from fedram_flwr.strategies.fed_cvar_avg import cvar_gradient_weights
-from fedram_flwr.training import local_sgd
 
 ROOT = Path(__file__).resolve().parent.parent
 

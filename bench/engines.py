@@ -54,9 +54,9 @@ from fedram_flwr.engines import (
     run_message_in_process,
     run_with_flwr,
 )
-from fedram_flwr.flower_line import LINE
-from fedram_flwr.outputs import RunDirectory
+from fedram_flwr.engines.flwr.flower_line import LINE
 from fedram_flwr.registry import load_scenario, with_overrides
+from fedram_flwr.rundir.outputs import RunDirectory
 
 ROOT = Path(__file__).resolve().parent.parent
 

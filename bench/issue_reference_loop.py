@@ -30,7 +30,7 @@ from torch.nn import functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from many_clients import OUT, full_length_checkpoints, in_process, plain_loop, timed, workload  # noqa: E402
 
-from fedram_flwr.experiment import Experiment  # noqa: E402
+from fedram_flwr.engines.experiment import Experiment  # noqa: E402
 
 
 def issue_loop(

@@ -48,13 +48,13 @@ import yaml
 from torch import nn
 from torch.nn import functional as F
 
-from fedram_flwr.client_data import batches_per_pass
-from fedram_flwr.config import Scenario
+from fedram_flwr.clients.batches import batches_per_pass
+from fedram_flwr.clients.models import LeNetCNN, get_weights, resolve_device
 from fedram_flwr.engines import run_in_process, run_with_flwr
-from fedram_flwr.experiment import Experiment
-from fedram_flwr.models import LeNetCNN, get_weights, resolve_device
+from fedram_flwr.engines.experiment import Experiment
 from fedram_flwr.registry import load_scenario, with_overrides
 from fedram_flwr.rundir import default_checkpoint_every
+from fedram_flwr.scenario.config import Scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "results" / "bench_many_clients"

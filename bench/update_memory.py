@@ -19,7 +19,7 @@ import tracemalloc
 import numpy as np
 from flwr.common import Code, FitRes, Status, ndarrays_to_parameters
 
-from fedram_flwr.models import build_model, get_weights
+from fedram_flwr.clients.models import build_model, get_weights
 from fedram_flwr.protocol import PARTITION_ID
 from fedram_flwr.strategies import FedAR
 from fedram_flwr.strategies.vector import unflatten

@@ -10,6 +10,7 @@ from fedram_flwr.clients.ca_fed import CAFedClient
 from fedram_flwr.clients.cvar import CVaRClient
 from fedram_flwr.clients.erm import ERMClient
 from fedram_flwr.clients.message import evaluate
+from fedram_flwr.clients.partition_query import partition_id_query
 from fedram_flwr.clients.rc_fl import RCFLClient
 from fedram_flwr.clients.scaffold import AmplifiedScaffoldClient, ScaffoldClient
 from fedram_flwr.clients.train_blocks import (
@@ -21,7 +22,6 @@ from fedram_flwr.clients.train_blocks import (
     train_scaffold,
 )
 from fedram_flwr.clients.wire import partition_id
-from fedram_flwr.partition_query import partition_id_query
 
 __all__ = [
     "AmplifiedScaffoldClient",

@@ -15,9 +15,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from fedram_flwr.clients.erm import ERMClient, FitResult
-from fedram_flwr.models import get_weights, on_device, set_weights
+from fedram_flwr.clients.models import get_weights, on_device, set_weights
+from fedram_flwr.clients.training import LocalTrainer
 from fedram_flwr.protocol import LOCAL_OPTIMUM, RECEIVED_LOSS, REPORT_LOCAL_OPTIMUM
-from fedram_flwr.training import LocalTrainer
 
 
 def local_optimum_loss(
@@ -107,7 +107,8 @@ def fit_ca_fed(
     Also returns F_k^(t) = F_k(w_{t,0}, B_{t,0}), the mean loss of its first mini-batch at the
     received model, as the fit metric ``received-loss``. That value is the first SGD step's own
     forward pass, read from the losses local SGD copies to the host once (``losses`` of
-    :func:`~fedram_flwr.training.sgd_passes`; training is ERM's, op for op): the report costs no
+    :func:`~fedram_flwr.clients.training.sgd_passes`; training is ERM's, op for op): the report
+    costs no
     extra computation. It is the data loss: a ridge penalty given as ``training.weight_decay``
     (CA-Fed Sec. V-A b) acts in SGD's step and is not in it; (mu/2)||w_t||^2 is the same for every
     client of round t, but F_hat* compares rounds, so F_hat - F_hat* omits (mu/2)(||w_t||^2 -

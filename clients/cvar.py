@@ -9,7 +9,8 @@ import torch
 from flwr.common import NDArrays, RecordDict
 
 from fedram_flwr.clients.erm import ERMClient, FitResult
-from fedram_flwr.models import get_weights
+from fedram_flwr.clients.models import get_weights
+from fedram_flwr.clients.training import LocalTrainer
 from fedram_flwr.objectives import cvar_gradient_weights
 from fedram_flwr.protocol import (
     CVAR_ALPHA,
@@ -19,7 +20,6 @@ from fedram_flwr.protocol import (
     join_theta_t,
     split_theta_t,
 )
-from fedram_flwr.training import LocalTrainer
 
 
 def fit_cvar(

@@ -4,7 +4,7 @@ Every client of this package is a legacy NumPyClient over one shared local fit: 
 function ``fit_*(trainer, parameters, config, state)`` that returns Flower's fit triple
 (arrays, num-examples, metrics). The Message-API building blocks
 (:mod:`fedram_flwr.clients.message`) call the same functions with a
-:class:`~fedram_flwr.training.LocalTrainer` over the user's own model and data loader.
+:class:`~fedram_flwr.clients.training.LocalTrainer` over the user's own model and data loader.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from flwr.client import NumPyClient
 from flwr.common import NDArrays, RecordDict, Scalar
 from torch import nn
 
-from fedram_flwr.client_data import ArrayData
-from fedram_flwr.models import get_weights, parameter_list
+from fedram_flwr.clients.batches import ArrayData
+from fedram_flwr.clients.models import get_weights, parameter_list
+from fedram_flwr.clients.training import LocalTrainer
 from fedram_flwr.protocol import NUM_EXAMPLES, PARTITION_ID
-from fedram_flwr.training import LocalTrainer
 
 FitResult = tuple[NDArrays, int, dict[str, Scalar]]
 """Flower's fit triple: the arrays sent back, m_i and the fit metrics."""
@@ -73,7 +73,7 @@ class ERMClient(NumPyClient):
         the received weights first).
     x, y : np.ndarray or torch.Tensor
         The client's inputs and labels: arrays, or tensors already on the model's device
-        (:meth:`~fedram_flwr.node.NodeExperiment.client_data`).
+        (:meth:`~fedram_flwr.clients.node.NodeExperiment.client_data`).
     lr : float
         Default step size, > 0.
     local_epochs : int
@@ -88,12 +88,12 @@ class ERMClient(NumPyClient):
         SGD's L2 weight decay, >= 0.
     drop_last : bool
         ``training.drop_last``: floor(n / B) full batches per pass, not ceil(n / B) (see
-        ``local_sgd``, :func:`~fedram_flwr.client_data.batches_per_pass`).
+        ``local_sgd``, :func:`~fedram_flwr.clients.batches.batches_per_pass`).
     state : RecordDict, optional
         The client's persistent ``Context.state`` (Flower re-creates client objects;
         what must survive between rounds lives there); None: a fresh one.
     lr_schedule : str
-        ``training.lr_schedule`` (see :mod:`fedram_flwr.lr_schedule`).
+        ``training.lr_schedule`` (see :mod:`fedram_flwr.clients.lr_schedule`).
     """
 
     local_fit: LocalFit = staticmethod(fit_erm)

@@ -18,7 +18,7 @@ with ``num-examples`` and every legacy fit metric. What must survive between rou
         return train_cvar(msg, context, Net(), trainloader, epochs=1, lr=0.01)
 
 Pass the app's own optimizer (``optimizer=``: an instance, or a factory ``params ->
-optimizer``; :mod:`fedram_flwr.optimizers`) and ``to_xy`` for dict batches; to keep a
+optimizer``; :mod:`fedram_flwr.clients.optimizers`) and ``to_xy`` for dict batches; to keep a
 handler's own ``train(...)`` call and reply lines, ``train_cvar.local(msg, context, ...)``
 (:class:`LocalTraining`). Contract breaches raise ``ValueError`` naming the key, the
 algorithm and the fix. The train blocks are in :mod:`fedram_flwr.clients.train_blocks`,
@@ -34,7 +34,9 @@ import torch
 from flwr.app import Context, Message, MetricRecord, RecordDict
 from torch import nn
 
-from fedram_flwr.client_data import Batch, LoaderData
+from fedram_flwr.clients.batches import Batch, LoaderData
+from fedram_flwr.clients.evaluation import evaluate_passes
+from fedram_flwr.clients.models import set_weights
 from fedram_flwr.clients.train_blocks import OBJECTIVES as OBJECTIVES
 from fedram_flwr.clients.train_blocks import LocalTraining as LocalTraining
 from fedram_flwr.clients.train_blocks import Objective as Objective
@@ -47,8 +49,6 @@ from fedram_flwr.clients.train_blocks import train_erm as train_erm
 from fedram_flwr.clients.train_blocks import train_rcfl as train_rcfl
 from fedram_flwr.clients.train_blocks import train_scaffold as train_scaffold
 from fedram_flwr.clients.wire import METRICS, layout_of, partition_id, received
-from fedram_flwr.evaluation import evaluate_passes
-from fedram_flwr.models import set_weights
 from fedram_flwr.protocol import EVAL_ACCURACY, EVAL_LOSS, NUM_EXAMPLES, PARTITION_ID
 
 

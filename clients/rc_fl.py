@@ -9,9 +9,9 @@ from flwr.common import NDArrays, RecordDict
 
 from fedram_flwr.clients.cvar import train_with_threshold
 from fedram_flwr.clients.erm import ERMClient, FitResult
+from fedram_flwr.clients.training import LocalTrainer
 from fedram_flwr.objectives import check_alpha, rcfl_gradient_weights
 from fedram_flwr.protocol import LR_ETA, RCFL_ALPHA, RCFL_MU, RCFL_P, THRESHOLD_ETA
-from fedram_flwr.training import LocalTrainer
 
 
 def fit_rcfl(

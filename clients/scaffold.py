@@ -15,7 +15,8 @@ import torch
 from flwr.common import ArrayRecord, ConfigRecord, NDArrays, RecordDict
 
 from fedram_flwr.clients.erm import ERMClient, FitResult
-from fedram_flwr.models import get_weights
+from fedram_flwr.clients.models import get_weights
+from fedram_flwr.clients.training import LocalTrainer
 from fedram_flwr.objectives import pooled_control_delta, scaffold_control_update
 from fedram_flwr.protocol import (
     PERIOD,
@@ -24,7 +25,6 @@ from fedram_flwr.protocol import (
     join_model_control,
     split_model_control,
 )
-from fedram_flwr.training import LocalTrainer
 
 
 def control_variate(state: RecordDict, like: NDArrays) -> NDArrays:

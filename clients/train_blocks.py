@@ -20,12 +20,14 @@ import torch
 from flwr.app import Context, Message, MetricRecord, RecordDict
 from torch import nn
 
-from fedram_flwr.client_data import Batch, LoaderData
+from fedram_flwr.clients.batches import Batch, LoaderData
 from fedram_flwr.clients.ca_fed import CAFedClient
 from fedram_flwr.clients.cvar import CVaRClient
 from fedram_flwr.clients.erm import ERMClient, FitResult
+from fedram_flwr.clients.optimizers import OptimizerSpec, check_spec
 from fedram_flwr.clients.rc_fl import RCFLClient
 from fedram_flwr.clients.scaffold import AmplifiedScaffoldClient, ScaffoldClient
+from fedram_flwr.clients.training import LocalTrainer
 from fedram_flwr.clients.wire import (
     ARRAYS,
     METRICS,
@@ -37,7 +39,6 @@ from fedram_flwr.clients.wire import (
     received,
     reply_content,
 )
-from fedram_flwr.optimizers import OptimizerSpec, check_spec
 from fedram_flwr.protocol import (
     CVAR_ALPHA,
     CVAR_GAMMA,
@@ -56,7 +57,6 @@ from fedram_flwr.protocol import (
     THRESHOLD_T,
     TRAIN_LOSS,
 )
-from fedram_flwr.training import LocalTrainer
 
 
 @dataclass(frozen=True)
@@ -135,7 +135,7 @@ class Objective:
         optimizer : OptimizerSpec, optional
             The app's own, an instance over ``model.parameters()`` or a factory
             ``params -> optimizer``, stepping instead of plain SGD (the round's ``lr``
-            set on it; :mod:`fedram_flwr.optimizers`; what each objective does with it:
+            set on it; :mod:`fedram_flwr.clients.optimizers`; what each objective does with it:
             docs/API.md).
 
         Returns

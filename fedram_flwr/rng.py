@@ -41,7 +41,7 @@ SALTS: dict[str, int] = {
     "fedbuff-select": 0xFB0F,  # FedBuff: the idle available clients started to refill C
     # clients: per (seed, round, client)
     "client-batches": 0xC11E,  # the mini-batch order of a client's local steps
-    # models: per seed (fedram_flwr.models.build_model)
+    # models: per seed (fedram_flwr.clients.models.build_model)
     "dropout-masks": 0xD80F,  # the generators of a model's dropout layers
 }
 

@@ -35,8 +35,9 @@ from flwr.server import ServerAppComponents, ServerConfig
 from flwr.server.compat import start_grid
 from flwr.serverapp import Grid, ServerApp
 
-from fedram_flwr.app_config import APIS, run_api, run_settings
 from fedram_flwr.availability.manager import OracleClientManager
+from fedram_flwr.clients.models import get_weights
+from fedram_flwr.engines.experiment import Experiment
 from fedram_flwr.engines.fedbuff_in_process import fedbuff_server
 from fedram_flwr.engines.fedbuff_message import serve_fedbuff_messages
 from fedram_flwr.engines.flwr.watchdog import OwnedRunDirectory
@@ -45,9 +46,8 @@ from fedram_flwr.engines.message_in_process import project_evaluate
 from fedram_flwr.engines.message_recording import MessageRecordingStrategy
 from fedram_flwr.engines.server import StrategyEveryRound
 from fedram_flwr.engines.timed import TimedServer, message_availability, time_model
-from fedram_flwr.experiment import Experiment
-from fedram_flwr.models import get_weights
 from fedram_flwr.registry import is_asynchronous
+from fedram_flwr.registry.app_config import APIS, run_api, run_settings
 
 DEFAULT_ROUND_TIMEOUT_S = 3600.0
 """A Message-API round's wait for replies when the oracle sets no ``round_timeout``

@@ -34,13 +34,13 @@ from typing import Any
 
 import yaml
 
-from fedram_flwr import cli
-from fedram_flwr.config import ScenarioError, parse_scenario, read_scenario_file
+import fedram_flwr.cli.commands as cli
 from fedram_flwr.report import write_report
 from fedram_flwr.report.fedawe_paper import TABLE7, comparison_section
 from fedram_flwr.report.last_rounds import ALGORITHMS, DYNAMICS, last_rounds_table
 from fedram_flwr.report.rate_grid import CRITERIA, chosen_rates, rate_grid_section
 from fedram_flwr.report.runs import RunSet
+from fedram_flwr.scenario.config import ScenarioError, parse_scenario, read_scenario_file
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = ROOT / "scenarios" / "fedawe_table2_tuned.yaml"

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from fedram_flwr.plots import plt, save
 from fedram_flwr.report import RunSet
 from fedram_flwr.report.clock import HOUR, has_clock, updates_computed, within_budget
+from fedram_flwr.report.run_plots import plt, save
 
 
 def curves(rows: list[dict], key: str = "accuracy") -> np.ndarray:

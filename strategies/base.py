@@ -25,7 +25,7 @@ from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import FedAvg as FlowerFedAvg
 
-from fedram_flwr.partition_directory import (
+from fedram_flwr.availability.partition_directory import (
     DEFAULT_QUERY_TIMEOUT,
     PartitionDirectory,
     Placement,
@@ -182,14 +182,14 @@ class CoreStrategy(ReplyAggregation, FlowerFedAvg):
         Returns
         -------
         dict of str to Placement
-            cid -> :class:`~fedram_flwr.partition_directory.Placement`.
+            cid -> :class:`~fedram_flwr.availability.partition_directory.Placement`.
 
         Raises
         ------
         AvailabilityError
             If a new client answers wrongly, or gives no partition id (and m_i when
             ``sizes``) within ``query_timeout`` s
-            (:class:`~fedram_flwr.partition_directory.AvailabilityError`).
+            (:class:`~fedram_flwr.availability.partition_directory.AvailabilityError`).
         """
         directory = getattr(client_manager, "partitions", None)
         if not isinstance(directory, PartitionDirectory):

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from flwr.common import NDArrays
+
+from fedram_flwr.protocol import Arrays
 
 
 # ----------------------------------------------------- weights (eq. 18-20, Alg. 1)
@@ -221,8 +222,8 @@ def ca_fed_weights(
 
 
 def server_step(
-    theta: NDArrays, updates: Sequence[NDArrays], q: Sequence[float], eta: float
-) -> NDArrays:
+    theta: Arrays, updates: Sequence[Arrays], q: Sequence[float], eta: float
+) -> Arrays:
     """Take CA-Fed's server step, eq. 3 with W = R^d (the projection is the identity).
 
     theta + eta_bar sum_k q_k (theta_k - theta), the sum in the given order and in
@@ -230,9 +231,9 @@ def server_step(
 
     Parameters
     ----------
-    theta : NDArrays
+    theta : list of numpy.ndarray
         The global model the round's clients received.
-    updates : sequence of NDArrays
+    updates : sequence of lists of numpy.ndarray
         theta_k, the models returned by the participants (q_k > 0).
     q : sequence of float
         q_k, one per returned model, > 0.
@@ -241,7 +242,7 @@ def server_step(
 
     Returns
     -------
-    NDArrays
+    list of numpy.ndarray
         The new global model, layer by layer.
     """
     out = []

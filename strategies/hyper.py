@@ -27,7 +27,7 @@ import typing
 from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any, Literal
 
-from fedram_flwr.schema import range_problem, range_text
+from fedram_flwr.scenario.schema import range_problem, range_text
 
 RunValue = Literal[
     "num-clients", "training-lr", "seed", "data-shares", "known-pi", "known-lam", "known-p"

@@ -44,7 +44,6 @@ from typing import Any, TypeVar
 import numpy as np
 from flwr.common import (
     FitIns,
-    NDArrays,
     Parameters,
     Scalar,
     parameters_to_ndarrays,
@@ -272,7 +271,7 @@ class RFedFairCore(Core[RFedFairState]):
         new = weighted_average(weighted)
         return Outcome(replace(state, arrays=new), {THRESHOLD_ETA: float(new[-1].reshape(-1)[0])})
 
-    def averaged_omega(self, state: RFedFairState) -> NDArrays | None:
+    def averaged_omega(self, state: RFedFairState) -> Arrays | None:
         """Return omega_tilde_T: the mean of the omegas broadcast so far (None before round 1)."""
         if state.omega_sum is None:
             return None

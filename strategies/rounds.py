@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from fedram_flwr.config import DEFAULT_MAX_FAILED_ROUNDS as DEFAULT_MAX_FAILED_ROUNDS
+from fedram_flwr.scenario.config import DEFAULT_MAX_FAILED_ROUNDS as DEFAULT_MAX_FAILED_ROUNDS
 
 MAX_FAILED_ROUNDS_HINT = (
     "fix the clients, or allow more such rounds: the scenario's max_failed_rounds (the "

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import numpy as np
-from flwr.common import NDArrays
 
 from fedram_flwr.protocol import LR, Arrays, ClientReply
 from fedram_flwr.strategies.base import CoreStrategy
@@ -46,7 +45,7 @@ def flatten_into(arrays: Sequence[np.ndarray], out: np.ndarray) -> np.ndarray:
     return np.concatenate([np.ravel(a) for a in arrays], out=out, casting="same_kind")
 
 
-def unflatten(vector: np.ndarray, like: Sequence[np.ndarray]) -> NDArrays:
+def unflatten(vector: np.ndarray, like: Sequence[np.ndarray]) -> Arrays:
     """Split ``vector`` into arrays with the shapes and dtypes of ``like``.
 
     Parameters
@@ -58,7 +57,7 @@ def unflatten(vector: np.ndarray, like: Sequence[np.ndarray]) -> NDArrays:
 
     Returns
     -------
-    NDArrays
+    list of numpy.ndarray
         One new array per layer of ``like``.
     """
     sizes = np.cumsum([a.size for a in like])[:-1]

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from fedram_flwr.config import Scenario
 from fedram_flwr.data import sources
 from fedram_flwr.engines import run_in_process
 from fedram_flwr.registry import scenario_from_dict
+from fedram_flwr.scenario.config import Scenario
 from tests.helpers import CA_FED_PI, TINY_GAUSSIAN, tiny_ca_fed_dict
 
 

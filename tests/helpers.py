@@ -38,12 +38,12 @@ from flwr.supercore.task_identity import TaskIdentity
 from scipy.io import savemat
 
 from fedram_flwr.availability import OracleClientManager
-from fedram_flwr.config import Scenario, ScenarioError
 from fedram_flwr.engines import InProcessClientProxy, node_context, run_in_process, run_with_flwr
 from fedram_flwr.engines.flwr.processes import TOKEN_ENV, has_env, process_table, read_proc
-from fedram_flwr.outputs import RunDirectory
 from fedram_flwr.protocol import PARTITION_ID, ClientReply
 from fedram_flwr.registry import ALGORITHMS, load_scenario, scenario_from_dict
+from fedram_flwr.rundir.outputs import RunDirectory
+from fedram_flwr.scenario.config import Scenario, ScenarioError
 from fedram_flwr.strategies.hyper import declared
 
 SEED = 0

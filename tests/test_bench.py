@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fedram_flwr.experiment import Experiment
-from fedram_flwr.models import get_weights
+from fedram_flwr.clients.models import get_weights
+from fedram_flwr.engines.experiment import Experiment
 from fedram_flwr.protocol import SERVER_ROUND
 from fedram_flwr.registry import scenario_from_dict
 from tests.helpers import TINY_GAUSSIAN

@@ -36,8 +36,8 @@ from flwr.supernode.cli.flower_supernode import _parse_args_run_supernode
 from packaging.requirements import Requirement
 from typer.main import get_command
 
-from fedram_flwr.app_config import APP_ROOT, scenario_from_run_config
-from fedram_flwr.flower_line import LINE
+from fedram_flwr.engines.flwr.flower_line import LINE
+from fedram_flwr.registry.app_config import APP_ROOT, scenario_from_run_config
 from tests.docker.hostnet import HostPorts, command_of, host_network_config
 from tests.docker.lines import LINE_FILES
 

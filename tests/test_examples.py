@@ -45,7 +45,6 @@ from flwr.server.client_manager import SimpleClientManager
 from flwr.serverapp.strategy import FedAvg as FlowerFedAvg
 
 from fedram_flwr import message_api
-from fedram_flwr.app_config import APP_ROOT
 from fedram_flwr.availability import (
     BernoulliClientManager,
     MarkovClientManager,
@@ -57,6 +56,7 @@ from fedram_flwr.engines import InProcessClientProxy, node_context
 from fedram_flwr.engines.grid import InProcessGrid
 from fedram_flwr.message_api import AvailabilityStrategy
 from fedram_flwr.protocol import RECEIVED_LOSS, THRESHOLD_T, split_theta_t
+from fedram_flwr.registry.app_config import APP_ROOT
 from fedram_flwr.strategies import CAFed, FedAR, FedCVaRAvg
 from fedram_flwr.strategies.rounds import FailedRoundsError
 from tests.helpers import server_identity

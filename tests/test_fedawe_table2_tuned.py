@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fedram_flwr.config import parse_scenario
+from fedram_flwr.scenario.config import parse_scenario
 from tests.helpers import write_run
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "fedawe_table2_tuned.py"

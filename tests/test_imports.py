@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fedram_flwr.app_config import APP_ROOT
+from fedram_flwr.registry.app_config import APP_ROOT
 
 ROOTS = {
     "fedram_flwr": APP_ROOT / "fedram_flwr",
@@ -140,64 +140,39 @@ def test_package_inits_count_but_not_the_importers_own() -> None:
     assert find_cycle(graph) == ["a.x", "a.y", "a.x"]
 
 
-# The layers of the README's layout section, bottom first: a module may import only its own
-# layer and the layers before it.
-LAYERS = (
-    "fedram_flwr.flower_line",
-    "fedram_flwr.protocol",
-    "fedram_flwr.partition_query",
-    "fedram_flwr.partition_directory",
-    "fedram_flwr.objectives",
-    "fedram_flwr.rng",
-    "fedram_flwr.schema",
-    "fedram_flwr.extras",
-    "fedram_flwr.sweep",
-    "fedram_flwr.time_config",
-    "fedram_flwr.config",
-    "fedram_flwr.clock",
-    "fedram_flwr.data",
-    "fedram_flwr.models",
-    "fedram_flwr.lr_schedule",
-    "fedram_flwr.optimizers",
-    "fedram_flwr.client_data",
-    "fedram_flwr.training",
-    "fedram_flwr.evaluation",
-    "fedram_flwr.strategies",
-    "fedram_flwr.availability",
-    "fedram_flwr.message_api",
-    "fedram_flwr.clients",
-    "fedram_flwr.paths",
-    "fedram_flwr.run_config",
-    "fedram_flwr.registry",
-    "fedram_flwr.node",
-    "fedram_flwr.experiment",
-    "fedram_flwr.rundir",
-    "fedram_flwr.outputs",
-    "fedram_flwr.plot_inputs",
-    "fedram_flwr.app_config",
-    "fedram_flwr.client_app",
-    "fedram_flwr.engines",
-    "fedram_flwr.server_app",
-    "fedram_flwr.plots",
-    "fedram_flwr.report",
-    "fedram_flwr.run_checks",
-    "fedram_flwr.interrupt",
-    "fedram_flwr.cli_args",
-    "fedram_flwr.cli",
+# The layers of docs/architecture.md, bottom first: a module may import only its own layer
+# and the layers below it. A layer is one or more subpackages (or root modules) that sit
+# side by side; the longest prefix places a module (``engines.flwr`` below ``engines``).
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("fedram_flwr.protocol", "fedram_flwr.objectives", "fedram_flwr.rng"),
+    ("fedram_flwr.scenario",),
+    ("fedram_flwr.clock", "fedram_flwr.data"),
+    ("fedram_flwr.availability",),
+    ("fedram_flwr.clients", "fedram_flwr.strategies", "fedram_flwr.rundir"),
+    ("fedram_flwr.message_api", "fedram_flwr.report"),
+    ("fedram_flwr.registry",),
+    ("fedram_flwr.engines.flwr",),
+    ("fedram_flwr.engines",),
+    ("fedram_flwr.server_app", "fedram_flwr.cli"),
 )
 
 
 def layer_of(module: str) -> int | None:
     """The index in LAYERS of the layer ``module`` belongs to (None: the package root)."""
-    hits = [i for i, name in enumerate(LAYERS) if module == name or module.startswith(name + ".")]
-    return hits[-1] if hits else None
+    hits = [
+        (len(name), i)
+        for i, layer in enumerate(LAYERS)
+        for name in layer
+        if module == name or module.startswith(name + ".")
+    ]
+    return max(hits)[1] if hits else None
 
 
 def test_every_module_imports_only_its_layer_and_the_layers_below() -> None:
     files = modules()
     graph = import_graph(first_party_sources(files))
     unplaced = sorted(m for m in graph if layer_of(m) is None and m != "fedram_flwr")
-    assert not unplaced, f"modules in no layer (add them to LAYERS and the README): {unplaced}"
+    assert not unplaced, f"modules in no layer (add them to LAYERS and the docs): {unplaced}"
     upward = [
         f"  {m} -> {d}  ({files[m].relative_to(APP_ROOT)}:{line})"
         for m, deps in graph.items()
@@ -207,22 +182,45 @@ def test_every_module_imports_only_its_layer_and_the_layers_below() -> None:
     assert not upward, "imports of a higher layer:\n" + "\n".join(upward)
 
 
+def test_the_package_root_holds_its_face_and_the_shared_foundation_only() -> None:
+    """Every other module lives in the subpackage of its role (docs/architecture.md)."""
+    loose = sorted(p.name for p in (APP_ROOT / "fedram_flwr").glob("*.py"))
+    assert loose == ["__init__.py", "objectives.py", "protocol.py", "rng.py", "server_app.py"]
+
+
+def test_a_layer_test_fails_on_an_upward_import() -> None:
+    """The layer walk sees an import from a lower layer to a higher one."""
+    assert layer_of("fedram_flwr.engines.flwr.run") < layer_of("fedram_flwr.engines.in_process")
+    assert layer_of("fedram_flwr.clients.node") == layer_of("fedram_flwr.strategies.fedavg")
+    assert layer_of("fedram_flwr.scenario.config") < layer_of("fedram_flwr.clients.node")
+    assert layer_of("fedram_flwr") is None
+
+
 # The client side: the project's ClientApp (a fresh process per message under the
 # Deployment Engine, so every module it imports costs CPU in every message) and the
-# blocks a user's ClientApp imports. It never imports the server side: strategies,
-# Message-API strategies, the registry (any module of it: a node's data depends on who is
-# rarely available, so it reads the oracle specs from their own home,
-# fedram_flwr.availability.specs, never through the registry's re-exports), the
-# composition root, the engines.
-CLIENT_SIDE = ("fedram_flwr.clients", "fedram_flwr.client_app")
+# blocks a user's ClientApp imports, all in ``clients/``. It imports only the shared
+# foundation (protocol, objectives, rng), the scenario, the data sets and the oracle specs
+# (a node's data depends on who is rarely available, so it reads the oracle specs from
+# their own home, fedram_flwr.availability.specs, never through the registry), never the
+# server side: strategies, Message-API strategies, the registry, run folders, reports,
+# the engines, the CLI.
+CLIENT_SIDE = ("fedram_flwr.clients",)
 SERVER_SIDE = (
     "fedram_flwr.strategies",
     "fedram_flwr.message_api",
     "fedram_flwr.registry",
-    "fedram_flwr.experiment",
+    "fedram_flwr.rundir",
+    "fedram_flwr.report",
     "fedram_flwr.engines",
     "fedram_flwr.server_app",
+    "fedram_flwr.cli",
 )
+
+
+def under(module: str, packages: tuple[str, ...]) -> bool:
+    """Whether ``module`` is one of ``packages`` or inside one (``a.clients`` is not in
+    ``a.cli``)."""
+    return any(module == p or module.startswith(p + ".") for p in packages)
 
 
 def chains_into(graph: Graph, roots: tuple[str, ...], banned: tuple[str, ...]) -> list[list[str]]:
@@ -236,7 +234,7 @@ def chains_into(graph: Graph, roots: tuple[str, ...], banned: tuple[str, ...]) -
                 parent[nxt] = node
                 queue.append(nxt)
     chains = []
-    for node in sorted(m for m in parent if m.startswith(banned)):
+    for node in sorted(m for m in parent if under(m, banned)):
         chain = [node]
         while (up := parent[chain[-1]]) is not None:
             chain.append(up)
@@ -247,44 +245,118 @@ def chains_into(graph: Graph, roots: tuple[str, ...], banned: tuple[str, ...]) -
 def test_the_client_side_imports_no_server_module() -> None:
     files = modules()
     graph = import_graph(first_party_sources(files))
-    assert set(CLIENT_SIDE) <= set(graph), "a root of the client side was not found"
-    chains = chains_into(graph, CLIENT_SIDE, SERVER_SIDE)
+    roots = tuple(m for m in graph if under(m, CLIENT_SIDE))
+    assert "fedram_flwr.clients.app" in roots, "the ClientApp was not found on the client side"
+    chains = chains_into(graph, roots, SERVER_SIDE)
     assert not chains, "the client side imports the server side:\n" + "\n".join(
         describe(chain, graph, files) for chain in chains
     )
 
 
+def test_the_algorithm_cores_and_the_client_side_do_not_import_each_other() -> None:
+    """Server cores and client objectives meet only on the wire (the protocol) and in the
+    shared math (objectives); both sit on one layer, and neither reaches the other."""
+    graph = import_graph(first_party_sources(modules()))
+    cores, clients = "fedram_flwr.strategies", "fedram_flwr.clients"
+    for a, b in ((cores, clients), (clients, cores)):
+        roots = tuple(m for m in graph if under(m, (a,)))
+        assert not chains_into(graph, roots, (b,)), f"{a} reaches {b}"
+
+
 def test_a_server_module_the_client_side_reaches_is_named_with_its_chain() -> None:
     graph = {"c": {"c.wire": 1}, "c.wire": {"s.reg": 3, "ok": 4}, "s.reg": {"s.strat": 1}}
-    assert chains_into(graph, ("c",), ("s.",)) == [
+    assert chains_into(graph, ("c",), ("s",)) == [
         ["c", "c.wire", "s.reg"],
         ["c", "c.wire", "s.reg", "s.strat"],
     ]
+    assert under("a.clients.app", ("a.clients",)) and not under("a.clients", ("a.cli",))
     assert chains_into(graph, ("c",), ("x",)) == []
 
 
 def test_a_client_app_process_loads_no_server_module() -> None:
     """What the static walk says, in a real interpreter (what ``flwr-clientapp`` loads)."""
-    code = "import sys, fedram_flwr.client_app, fedram_flwr.clients; print(*sys.modules)"
+    code = "import sys, fedram_flwr.clients.app, fedram_flwr.clients; print(*sys.modules)"
     loaded = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.split()
-    assert "fedram_flwr.client_app" in loaded
+    assert "fedram_flwr.clients.app" in loaded
     assert "fedram_flwr.availability.specs.oracles" in loaded, "the walk would miss the specs"
-    assert not [m for m in loaded if m.startswith(SERVER_SIDE)]
+    assert not [m for m in loaded if under(m, SERVER_SIDE)]
 
 
-def test_the_oracle_specs_old_registry_paths_still_work() -> None:
-    """The oracle specs moved to ``fedram_flwr.availability.specs``; each old module path
-    of the registry is the moved module itself, and the registry re-exports its names."""
-    import importlib
+def flower_names_in_cores(source: str) -> list[tuple[str, str]]:
+    """(definition, Flower name) for each name imported from ``flwr`` that an algorithm's
+    core uses: a class whose name ends in ``Core`` or ``State``, or a module-level function
+    (the math). The Flower adapters beside them (the legacy Strategy classes) may use it."""
+    tree = ast.parse(source)
+    flower: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "flwr":
+            flower |= {alias.asname or alias.name for alias in node.names}
+        elif isinstance(node, ast.Import):
+            flower |= {a.asname or a.name for a in node.names if a.name.split(".")[0] == "flwr"}
+    found = []
+    for node in tree.body:
+        is_core = isinstance(node, ast.ClassDef) and node.name.endswith(("Core", "State"))
+        if is_core or isinstance(node, ast.FunctionDef):
+            used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} & flower
+            found += [(node.name, name) for name in sorted(used)]
+    return found
 
-    import fedram_flwr.availability.specs as specs
-    import fedram_flwr.registry as registry
 
-    for name in ("ORACLES", "OracleSpec", "OracleParams", "oracle_params", "oracle_spec"):
-        assert getattr(registry, name) is getattr(specs, name)
-    assert registry.least_available is specs.least_available
-    for name in ("oracles", "observed", "nonstationary", "labels", "checks", "oracle_spec"):
-        old = importlib.import_module(f"fedram_flwr.registry.{name}")
-        assert old is importlib.import_module(f"fedram_flwr.availability.specs.{name}")
+FLOWER_GLUE = (
+    "fedram_flwr.strategies.base",
+    "fedram_flwr.strategies.wire",
+    "fedram_flwr.strategies.reply_aggregation",
+)
+"""The legacy adapters' shared Flower glue: their base class, the conversions between
+Flower's types and the cores' (parameters, fit results, failures), Flower's own q-FFL
+reply handling."""
+
+
+def test_the_algorithm_cores_use_nothing_of_flower() -> None:
+    """An algorithm's math and core (its state value and pure functions) are Flower-free;
+    only the thin adapters beside them speak Flower. Modules that hold no adapter import
+    nothing of Flower at all."""
+    files = modules()
+    sources = first_party_sources(files)
+    graph = import_graph(sources)
+    used = [
+        f"  {module}: {definition} uses {name}"
+        for module, path in files.items()
+        if under(module, ("fedram_flwr.strategies", "fedram_flwr.clock"))
+        and module not in FLOWER_GLUE
+        for definition, name in flower_names_in_cores(path.read_text())
+    ]
+    assert not used, "Flower in an algorithm's core:\n" + "\n".join(used)
+    flower_free = ("fedram_flwr.clock", "fedram_flwr.objectives", "fedram_flwr.scenario")
+    cores = [m for m in graph if under(m, flower_free)] + [
+        f"fedram_flwr.strategies.{name}"
+        for name in (
+            "core",
+            "hyper",
+            "round_driver",
+            "rounds",
+            "ca_fed_math",
+            "rc_fl_math",
+            "availability_estimates",
+            "fedbuff",
+            "fedbuff_jobs",
+            "fedbuff_loop",
+        )
+    ]
+    direct = {
+        m
+        for m, (text, is_package) in sources.items()
+        if any(n.split(".")[0] == "flwr" for n, _ in imported_names(m, is_package, ast.parse(text)))
+    }
+    reached = [chain for c in cores for chain in chains_into(graph, (c,), tuple(direct))]
+    assert not reached, f"Flower-free modules that import Flower: {reached}"
+
+
+def test_flower_in_a_core_is_found() -> None:
+    source = (
+        "from flwr.common import NDArrays\nclass FooCore:\n    def f(self) -> NDArrays: ...\n"
+        "class Foo(Strategy):\n    x: NDArrays\ndef g(a: NDArrays): ...\n"
+    )
+    assert flower_names_in_cores(source) == [("FooCore", "NDArrays"), ("g", "NDArrays")]

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedram_flwr.cli import main
-from fedram_flwr.config import ScenarioError
+from fedram_flwr.cli.commands import main
 from fedram_flwr.registry import load_scenario, scenario_from_dict
 from fedram_flwr.rundir import run_folder
-from fedram_flwr.schema import (
+from fedram_flwr.scenario.config import ScenarioError
+from fedram_flwr.scenario.schema import (
     MAX_INT_DIGITS,
     MAX_YAML_CHARS,
     MAX_YAML_DEPTH,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from fedram_flwr.extras import INSTALL
+from fedram_flwr.cli.extras import INSTALL
 from tests.helpers import TINY_GAUSSIAN, run_forked
 
 WITHOUT_TORCH = """
@@ -25,7 +25,7 @@ class NotInstalled:
         return None
 
 sys.meta_path.insert(0, NotInstalled())
-from fedram_flwr.cli import main
+from fedram_flwr.cli.commands import main
 
 def fedram(*argv):
     try:

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import fedram_flwr
-from fedram_flwr.app_config import APP_ROOT
+from fedram_flwr.registry.app_config import APP_ROOT
 
 MAPPED = {"strategies": "fedram_flwr/strategies", "clients": "fedram_flwr/clients"}
 
@@ -100,7 +100,7 @@ def test_walk_packages_ends() -> None:
     walk = pkgutil.walk_packages(fedram_flwr.__path__, "fedram_flwr.")
     names = [m.name for m in itertools.islice(walk, 1000)]
     assert len(names) < 1000, "the walk did not end"
-    assert "fedram_flwr.engines.flwr.run" in names and "fedram_flwr.cli" in names
+    assert "fedram_flwr.engines.flwr.run" in names and "fedram_flwr.cli.commands" in names
     assert len(names) == len(set(names))
     assert not [n for n in names if n.startswith(("fedram_flwr.fedram_flwr", "fedram_flwr.tests"))]
 
@@ -113,7 +113,11 @@ TORCH_FREE_PACKAGES = [
 ]
 """What a Flower app installing the library (no ``experiments`` extra) imports: every
 module of these packages, and of :data:`TORCH_FREE_MODULES`."""
-TORCH_FREE_MODULES = ["fedram_flwr.protocol", "fedram_flwr.objectives", "fedram_flwr.config"]
+TORCH_FREE_MODULES = [
+    "fedram_flwr.protocol",
+    "fedram_flwr.objectives",
+    "fedram_flwr.scenario.config",
+]
 PINNED = {
     name: version
     for name, _, version in (

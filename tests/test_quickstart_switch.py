@@ -26,7 +26,6 @@ import torch
 from flwr.app import Context, MessageType, RecordDict
 from torch.utils.data import DataLoader
 
-from fedram_flwr.app_config import APP_ROOT
 from fedram_flwr.availability import (
     BernoulliClientManager,
     MarkovClientManager,
@@ -34,6 +33,7 @@ from fedram_flwr.availability import (
 )
 from fedram_flwr.availability.laws import ram_relay
 from fedram_flwr.protocol import THRESHOLD_T
+from fedram_flwr.registry.app_config import APP_ROOT
 from tests.helpers import server_identity
 from tests.test_examples import RecordingGrid, changed_lines
 

@@ -16,10 +16,10 @@ import yaml
 from flwr.app import Context, RecordDict
 
 from fedram_flwr.availability.manager import AvailabilityError
-from fedram_flwr.client_app import message_app
-from fedram_flwr.config import ScenarioError
+from fedram_flwr.clients.app import message_app
 from fedram_flwr.engines.grid import InProcessGrid
-from fedram_flwr.outputs import RunDirectory
+from fedram_flwr.rundir.outputs import RunDirectory
+from fedram_flwr.scenario.config import ScenarioError
 from fedram_flwr.server_app import app
 from tests.helpers import TINY_GAUSSIAN, final_arrays, relayed
 

@@ -5,7 +5,7 @@ for and relays whoever the oracle's law yields in that round (``draw``, a pure f
 of (seed, round) for every oracle but ``connected``). Oracles know clients by
 *partition id*, asked once per client through ``get_properties`` (Flower's engines
 name nodes by random node ids) by the oracle's partition directory
-(:mod:`~fedram_flwr.partition_directory`), which the strategies that address
+(:mod:`~fedram_flwr.availability.partition_directory`), which the strategies that address
 clients by partition id (FedAWE, rFedFair) ask too. Strategies never see the oracle's
 parameters (e.g. rho, p_k, pi_k, lambda_k): only ``hidden_law()`` gives them, to plots,
 the recorder and scenarios that run a strategy "oracle-informed".
@@ -37,7 +37,7 @@ from flwr.server.client_proxy import ClientProxy
 from flwr.server.criterion import Criterion
 
 from fedram_flwr.availability.laws import HiddenLaw
-from fedram_flwr.partition_directory import (
+from fedram_flwr.availability.partition_directory import (
     AvailabilityError,
     PartitionDirectory,
     check_unique,

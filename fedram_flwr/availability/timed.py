@@ -46,8 +46,8 @@ import numpy as np
 
 from fedram_flwr.availability.fedscale import Behaviour, read_fedscale
 from fedram_flwr.clock.simclock import TICK_SECONDS
-from fedram_flwr.config import ClockAvailabilityConfig
 from fedram_flwr.rng import stream
+from fedram_flwr.scenario.config import ClockAvailabilityConfig
 
 DAY_SECONDS = 86400.0
 """The diurnal law's default period."""
@@ -323,7 +323,7 @@ def clock_availability(
     Parameters
     ----------
     config : ClockAvailabilityConfig
-        The section, schema-checked (:class:`fedram_flwr.config.TimeConfig`).
+        The section, schema-checked (:class:`fedram_flwr.scenario.config.TimeConfig`).
     num_clients : int
         K, ``data.num_clients``.
     seed : int

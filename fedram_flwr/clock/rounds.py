@@ -35,7 +35,7 @@ import numpy as np
 from fedram_flwr.clock.policy import LateUpdate, apply_policy, arrived, over_selected
 from fedram_flwr.clock.simclock import SimulatedClock, Task, start_round
 from fedram_flwr.clock.speeds import DeviceSpeeds
-from fedram_flwr.time_config import RoundPolicyConfig
+from fedram_flwr.scenario.time_config import RoundPolicyConfig
 
 T = TypeVar("T")  # the caller's reply (a (proxy, FitRes) pair, a Message)
 
@@ -126,7 +126,8 @@ class TimedRound(Generic[T]):
         The replies the round aggregates: the used ones in the order given, then the
         late ones that arrived, in client-id order (re-based where the rule says so).
     row : dict
-        The round's clock for its row (:meth:`~fedram_flwr.outputs.RoundRecorder.record_time`).
+        The round's clock for its row
+        (:meth:`~fedram_flwr.rundir.outputs.RoundRecorder.record_time`).
     """
 
     state: TimedState[T]

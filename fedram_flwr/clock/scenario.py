@@ -10,7 +10,7 @@ from fedram_flwr.clock.speeds import (
     lognormal_speeds,
     read_device_capacity,
 )
-from fedram_flwr.config import SpeedsConfig
+from fedram_flwr.scenario.config import SpeedsConfig
 
 
 def scenario_speeds(config: SpeedsConfig, num_clients: int, seed: int) -> DeviceSpeeds:
@@ -19,7 +19,7 @@ def scenario_speeds(config: SpeedsConfig, num_clients: int, seed: int) -> Device
     Parameters
     ----------
     config : SpeedsConfig
-        The section, schema-checked (:class:`fedram_flwr.config.TimeConfig`).
+        The section, schema-checked (:class:`fedram_flwr.scenario.config.TimeConfig`).
     num_clients : int
         K, ``data.num_clients``.
     seed : int

@@ -10,7 +10,6 @@ from functools import lru_cache
 
 import numpy as np
 
-from fedram_flwr.config import DataConfig, ScenarioError
 from fedram_flwr.data.partition import (
     blocks,
     dirichlet_partition,
@@ -31,7 +30,8 @@ from fedram_flwr.data.sources import (
     load_image_dataset,
 )
 from fedram_flwr.rng import stream
-from fedram_flwr.schema import few
+from fedram_flwr.scenario.config import DataConfig, ScenarioError
+from fedram_flwr.scenario.schema import few
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from fedram_flwr.config import ScenarioError
+from fedram_flwr.scenario.config import ScenarioError
 
 
 def split_by_class_lists(

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from fedram_flwr.config import ScenarioError
 from fedram_flwr.data.cinic10 import load_cinic10
 from fedram_flwr.data.files import DatasetNotFoundError, fetch_into, writable_folder
+from fedram_flwr.scenario.config import ScenarioError
 
 DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
 _TORCHVISION_CLASS = {"fashion-mnist": "FashionMNIST", "mnist": "MNIST"}

@@ -1,6 +1,6 @@
 """A sweep's runs as Ray tasks: ``fedram run SCENARIO --ray [HOST:PORT]``.
 
-Each call of the sweep's own per-run function (``fedram_flwr.cli.run_job``: lock,
+Each call of the sweep's own per-run function (``fedram_flwr.cli.commands.run_job``: lock,
 skip-if-complete, run, plot) becomes one Ray task of one CPU, on a running cluster or on
 a private local one started for the sweep (:func:`local_cluster`, stopped by pid
 afterwards). The tasks write the same run folders as a sequential sweep, so the run

@@ -8,7 +8,7 @@ clock) over an oracle's proxies, for the in-process run (:func:`serve_fedbuff`, 
 gives:
 
 - **training**: each client is the scenario's legacy NumPyClient
-  (:meth:`~fedram_flwr.experiment.Experiment.client`, the ERM client for ``fedbuff``),
+  (:meth:`~fedram_flwr.engines.experiment.Experiment.client`, the ERM client for ``fedbuff``),
   its ``fit`` called through its proxy on the model version it downloaded with the config
   ``server-round`` = that version + 1, its ``Context.state`` kept per partition as the
   in-process engine keeps it;
@@ -46,9 +46,11 @@ from flwr.common import Context, ndarrays_to_parameters
 
 from fedram_flwr.availability.manager import OracleClientManager
 from fedram_flwr.availability.timed import RoundTicks, clock_availability
+from fedram_flwr.clients.models import get_weights
+from fedram_flwr.clients.training import num_local_steps
 from fedram_flwr.clock import TICK_SECONDS, SimulatedClock, Task, model_size_kbit, start_round
 from fedram_flwr.clock.scenario import scenario_speeds
-from fedram_flwr.config import Scenario, ScenarioError
+from fedram_flwr.engines.experiment import Experiment
 from fedram_flwr.engines.fedbuff_server import FedBuffServer, FedBuffStrategy
 from fedram_flwr.engines.in_process import (
     InProcessClientProxy,
@@ -58,14 +60,12 @@ from fedram_flwr.engines.in_process import (
     recorder_settings,
     run_in_process,
 )
-from fedram_flwr.experiment import Experiment
-from fedram_flwr.models import get_weights
-from fedram_flwr.outputs import RoundRecorder, RunDirectory
 from fedram_flwr.protocol import Arrays
 from fedram_flwr.registry import algorithm_params, algorithm_spec
+from fedram_flwr.rundir.outputs import RoundRecorder, RunDirectory
+from fedram_flwr.scenario.config import Scenario, ScenarioError
 from fedram_flwr.strategies.fedbuff import FedBuffCore
 from fedram_flwr.strategies.fedbuff_loop import StepRecord
-from fedram_flwr.training import num_local_steps
 
 
 def fedbuff_core(exp: Experiment) -> FedBuffCore:

@@ -24,16 +24,16 @@ from typing import Any
 from flwr.app import ArrayRecord, Context
 from flwr.serverapp import Grid
 
-from fedram_flwr.client_app import project_message_app
+from fedram_flwr.clients.app import project_message_app
+from fedram_flwr.clients.models import get_weights
 from fedram_flwr.clients.wire import partition_id
+from fedram_flwr.engines.experiment import Experiment
 from fedram_flwr.engines.fedbuff_in_process import FedBuffSteps, available_at, durations
 from fedram_flwr.engines.grid import InProcessGrid
 from fedram_flwr.engines.in_process import quiet_single_threaded
-from fedram_flwr.experiment import Experiment
 from fedram_flwr.message_api.fedbuff import FedBuff, resolve_clock
-from fedram_flwr.models import get_weights
-from fedram_flwr.outputs import RunDirectory
 from fedram_flwr.registry import algorithm_params, algorithm_spec
+from fedram_flwr.rundir.outputs import RunDirectory
 
 DEFAULT_TTL_S = 3600.0
 """A train message's time to live (Flower's ``start`` timeout default)."""

@@ -47,17 +47,15 @@ from flwr.common import (
 from flwr.common.logger import FLOWER_LOGGER as flwr_logger
 from flwr.server.client_proxy import ClientProxy
 
-from fedram_flwr.config import Scenario
+from fedram_flwr.engines.experiment import Experiment
 from fedram_flwr.engines.flwr.signals import signals_raise
+from fedram_flwr.engines.plot_inputs import write_plot_inputs
 from fedram_flwr.engines.resume import (
     ResumableServer,
     checkpoint_every_k_rounds,
     restore_checkpoint,
 )
 from fedram_flwr.engines.timed import TimedServer, time_model
-from fedram_flwr.experiment import Experiment
-from fedram_flwr.outputs import RecordingStrategy, RunDirectory
-from fedram_flwr.plot_inputs import write_plot_inputs
 from fedram_flwr.protocol import npy_array, npy_bytes
 from fedram_flwr.registry import is_asynchronous
 from fedram_flwr.rundir import (
@@ -69,6 +67,8 @@ from fedram_flwr.rundir import (
     default_checkpoint_every,
     scenario_fingerprint,
 )
+from fedram_flwr.rundir.outputs import RecordingStrategy, RunDirectory
+from fedram_flwr.scenario.config import Scenario
 
 
 class ReceivedArrays:
@@ -169,7 +169,7 @@ def finish_run(exp: Experiment) -> Callable[[RunDirectory, list[dict]], None]:
 
 
 def recorder_settings(exp: Experiment, label: str) -> dict[str, Any]:
-    """The keyword arguments of :class:`~fedram_flwr.outputs.RoundRecorder` for ``exp``,
+    """The keyword arguments of :class:`~fedram_flwr.rundir.outputs.RoundRecorder` for ``exp``,
     the same for the recorders of both Flower APIs."""
     return dict(
         num_rounds=exp.scenario.rounds,

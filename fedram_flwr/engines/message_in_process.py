@@ -28,9 +28,10 @@ from flwr.app import ArrayRecord, ConfigRecord, Context, MetricRecord
 from flwr.common import ndarrays_to_parameters, parameters_to_ndarrays
 from flwr.serverapp.strategy import Strategy as MessageStrategy
 
-from fedram_flwr.client_app import project_message_app
+from fedram_flwr.clients.app import project_message_app
+from fedram_flwr.clients.models import get_weights
 from fedram_flwr.clients.wire import partition_id
-from fedram_flwr.config import Scenario
+from fedram_flwr.engines.experiment import Experiment
 from fedram_flwr.engines.fedbuff_message import serve_fedbuff_grid
 from fedram_flwr.engines.grid import ClientAppFn, InProcessGrid
 from fedram_flwr.engines.in_process import quiet_single_threaded, recorder_settings, run_in_process
@@ -40,10 +41,9 @@ from fedram_flwr.engines.message_recording import (
     metric_record,
 )
 from fedram_flwr.engines.timed import message_availability
-from fedram_flwr.experiment import Experiment
-from fedram_flwr.models import get_weights
 from fedram_flwr.registry import is_asynchronous
 from fedram_flwr.rundir import RunDirectory
+from fedram_flwr.scenario.config import Scenario
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ def project_components(exp: Experiment) -> MessageComponents:
     """The scenario's own Message-API run: the algorithm's Message-API strategy
     (:meth:`Experiment.message_strategy`) under the scenario's oracle
     (:func:`~fedram_flwr.message_api.with_availability`), the project's ClientApp over
-    ``exp`` (:func:`~fedram_flwr.client_app.project_message_app`), the legacy run's
+    ``exp`` (:func:`~fedram_flwr.clients.app.project_message_app`), the legacy run's
     initial model and server evaluation: the same rows and files as the legacy run."""
     strategy = exp.message_strategy()
 

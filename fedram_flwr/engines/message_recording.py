@@ -1,7 +1,7 @@
 """The run-directory recorder for Flower's Message API: a Message-API ``Strategy`` that
 wraps another and records every round as the legacy
-:class:`~fedram_flwr.outputs.RecordingStrategy` does (both are a
-:class:`~fedram_flwr.outputs.RoundRecorder`: same rows, same files, same summary).
+:class:`~fedram_flwr.rundir.outputs.RecordingStrategy` does (both are a
+:class:`~fedram_flwr.rundir.outputs.RoundRecorder`: same rows, same files, same summary).
 
 What it records, and from where (Flower's ``Strategy.start`` loop, unchanged):
 - ``active``: the oracle's draw of the round under an availability wrapper (as the legacy
@@ -38,8 +38,8 @@ from flwr.serverapp.strategy import Strategy as MessageStrategy
 
 from fedram_flwr.message_api.availability import AvailabilityStrategy
 from fedram_flwr.message_api.timed import TimedAvailability
-from fedram_flwr.outputs import RoundRecorder
 from fedram_flwr.rundir import RunDirectory
+from fedram_flwr.rundir.outputs import RoundRecorder
 
 ServerEvaluate = Callable[[int, list[np.ndarray]], tuple[float, dict[str, Scalar]] | None]
 """Server-side evaluation of the broadcast arrays of a round: (loss, metrics) or None
@@ -67,7 +67,7 @@ class MessageRecordingStrategy(RoundRecorder, MessageStrategy):
     in ``run_dir`` (module docstring). ``partition_of``: node id -> partition id.
     ``num_clients``: the number of partitions (for ``availability.csv``). ``evaluate``:
     the server-side evaluation recorded each round. ``recorder``: the
-    :class:`~fedram_flwr.outputs.RoundRecorder` settings (``num_rounds``, ...).
+    :class:`~fedram_flwr.rundir.outputs.RoundRecorder` settings (``num_rounds``, ...).
 
     Run it with :meth:`start`, Flower's loop; the wrapped strategy's own ``start`` is not
     used, so a strategy that overrides ``start`` is refused unless that only prepares

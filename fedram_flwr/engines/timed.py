@@ -15,7 +15,7 @@ API's thin caller, :class:`TimedServer` (the Message API's is
 3. hands :func:`~fedram_flwr.clock.rounds.finish_round` the replies by partition id,
    passes the strategy the ones it keeps (late updates re-based with :func:`rebased`)
    and records the round's clock
-   (:meth:`~fedram_flwr.outputs.RoundRecorder.record_time`).
+   (:meth:`~fedram_flwr.rundir.outputs.RoundRecorder.record_time`).
 
 With every client equally fast, no deadline and ``tick_seconds`` the common round
 duration, every round asks the oracle's next round and uses every reply: the run is the
@@ -35,6 +35,8 @@ from flwr.serverapp.strategy import Strategy as MessageStrategy
 
 from fedram_flwr.availability import OracleClientManager
 from fedram_flwr.availability.timed import AvailableAt, clock_availability
+from fedram_flwr.clients.models import get_weights
+from fedram_flwr.clients.training import num_local_steps
 from fedram_flwr.clock import SimulatedClock, Task, model_size_kbit, scenario_speeds
 from fedram_flwr.clock.policy import LateUpdate
 from fedram_flwr.clock.rounds import (
@@ -47,16 +49,14 @@ from fedram_flwr.clock.rounds import (
     rebase_arrays,
     start_clients,
 )
-from fedram_flwr.config import TimeConfig
+from fedram_flwr.engines.experiment import Experiment
 from fedram_flwr.engines.resume import ResumableServer
-from fedram_flwr.experiment import Experiment
 from fedram_flwr.message_api import with_availability
 from fedram_flwr.message_api.availability import AvailabilityStrategy
 from fedram_flwr.message_api.timed import TimedAvailability
-from fedram_flwr.models import get_weights
 from fedram_flwr.protocol import npy_array, npy_bytes
 from fedram_flwr.rundir.checkpoint import CheckpointError
-from fedram_flwr.training import num_local_steps
+from fedram_flwr.scenario.config import TimeConfig
 
 FEDSCALE_IDLE_SECONDS = 60.0
 """How long a round nobody starts in lasts under a FedScale behaviour trace."""

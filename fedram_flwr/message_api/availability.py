@@ -51,7 +51,7 @@ wraps any such strategy, unchanged, in :class:`AvailabilityStrategy`:
   handler is given it: rFedFair needs m_i). It is the only query the project's
   strategies send (FedAWE and rFedFair without this wrapper ask it too), written once in
   :mod:`~fedram_flwr.message_api.partitions`, and asked through the run's partition
-  directory (:mod:`fedram_flwr.partition_directory`): each node once, all new
+  directory (:mod:`fedram_flwr.availability.partition_directory`): each node once, all new
   nodes in one message batch. Every wait is bounded
   (``wait_timeout``, ``query_timeout``) and its error says what was expected, what was
   seen and which setting to change. Waiting for the nodes and learning their partition
@@ -73,10 +73,10 @@ from flwr.serverapp.strategy import Strategy
 from fedram_flwr.availability.connected import ConnectedClientManager
 from fedram_flwr.availability.laws import connected_sample
 from fedram_flwr.availability.manager import AvailabilityError, OracleClientManager
+from fedram_flwr.availability.partition_directory import PartitionDirectory
 from fedram_flwr.message_api.node_discovery import NodeDiscovery
 from fedram_flwr.message_api.round_guard import error_text, received, warn
 from fedram_flwr.message_api.round_view import MAX_POLLS, RoundView, minimum_sizes, readdress
-from fedram_flwr.partition_directory import PartitionDirectory
 from fedram_flwr.strategies.round_driver import RoundPolicy, screen_round
 from fedram_flwr.strategies.rounds import (
     DEFAULT_MAX_FAILED_ROUNDS,

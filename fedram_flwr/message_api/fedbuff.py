@@ -53,11 +53,11 @@ from flwr.common.logger import log
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Result, Strategy
 
+from fedram_flwr.availability.partition_directory import AvailabilityError
 from fedram_flwr.message_api.fedbuff_flight import InFlight
 from fedram_flwr.message_api.node_partitions import PartitionLookup
 from fedram_flwr.message_api.partitions import grid_query
 from fedram_flwr.message_api.round_guard import warn
-from fedram_flwr.partition_directory import AvailabilityError
 from fedram_flwr.protocol import SERVER_ROUND, Arrays
 from fedram_flwr.strategies.fedbuff import FedBuffCore
 from fedram_flwr.strategies.fedbuff_loop import (

@@ -4,7 +4,7 @@
 :class:`~fedram_flwr.message_api.availability.AvailabilityStrategy` that finds the
 federation's nodes: it waits, at most ``wait_timeout`` s, for as many nodes as the
 oracle needs, and learns each node's partition id once through the run's partition
-directory (:mod:`fedram_flwr.partition_directory`) and the partition-id query
+directory (:mod:`fedram_flwr.availability.partition_directory`) and the partition-id query
 (:func:`~fedram_flwr.message_api.partitions.grid_query`): every node at once for a
 round-indexed oracle (exactly one node per partition), each newly connected node for
 the ``connected`` oracle. Each error says what was expected, what was seen and which
@@ -18,8 +18,8 @@ import time
 from flwr.serverapp import Grid
 
 from fedram_flwr.availability.manager import AvailabilityError, OracleClientManager
+from fedram_flwr.availability.partition_directory import PartitionDirectory, check_unique
 from fedram_flwr.message_api.partitions import HANDLER_HINT, check_federation_size, grid_query
-from fedram_flwr.partition_directory import PartitionDirectory, check_unique
 
 
 class NodeDiscovery:

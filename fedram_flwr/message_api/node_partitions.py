@@ -2,7 +2,7 @@
 
 :class:`PartitionLookup` is the mixin of
 :class:`~fedram_flwr.message_api.strategy.CoreMessageStrategy` that keeps the
-strategy's own :class:`~fedram_flwr.partition_directory.PartitionDirectory` (made on
+strategy's own :class:`~fedram_flwr.availability.partition_directory.PartitionDirectory` (made on
 first use) and asks each new node once, through the partition-id query
 (:func:`~fedram_flwr.message_api.partitions.grid_query`), waiting at most
 ``query_timeout`` s. Under an availability wrapper the wrapper's grid view says who is
@@ -16,8 +16,8 @@ from collections.abc import Iterable
 
 from flwr.serverapp import Grid
 
+from fedram_flwr.availability.partition_directory import DEFAULT_QUERY_TIMEOUT, PartitionDirectory
 from fedram_flwr.message_api.partitions import grid_query
-from fedram_flwr.partition_directory import DEFAULT_QUERY_TIMEOUT, PartitionDirectory
 
 
 class PartitionLookup:
@@ -57,7 +57,7 @@ class PartitionLookup:
         ------
         AvailabilityError
             If a node answers wrongly or not within ``query_timeout`` s
-            (:class:`~fedram_flwr.partition_directory.AvailabilityError`).
+            (:class:`~fedram_flwr.availability.partition_directory.AvailabilityError`).
         """
         placed = self.partition_directory().require(
             nodes, grid_query(grid), type(self).__name__, hint

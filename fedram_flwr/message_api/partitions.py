@@ -3,9 +3,9 @@
 The one query the project's Message-API strategies send to learn who a node is (the
 node's half, the query's name and
 the handler :func:`partition_id_query` that answers it, is
-:mod:`fedram_flwr.partition_query`, which a ClientApp imports without the server side).
+:mod:`fedram_flwr.clients.partition_query`, which a ClientApp imports without the server side).
 :func:`grid_query` is the server's side: the transport of the
-partition directory (:mod:`fedram_flwr.partition_directory`), which asks each node
+partition directory (:mod:`fedram_flwr.availability.partition_directory`), which asks each node
 once, all new nodes in one ``send_and_receive`` with a timeout; :func:`placement_of`
 reads a reply and names what is missing. The availability wrapper
 (:mod:`~fedram_flwr.message_api.availability`) keeps one directory for the run; FedAWE
@@ -19,13 +19,13 @@ from collections.abc import Iterable, Sequence
 from flwr.app import ConfigRecord, Message, RecordDict
 from flwr.serverapp import Grid
 
-from fedram_flwr.partition_directory import (
+from fedram_flwr.availability.partition_directory import (
     AvailabilityError,
     PartitionDirectory,
     Placement,
     Query,
 )
-from fedram_flwr.partition_query import (
+from fedram_flwr.clients.partition_query import (
     NODE_CONFIG_KEYS,
     NUM_PARTITIONS,
     PARTITION_ACTION,
@@ -91,7 +91,7 @@ def placement_of(reply: Message, num_clients: int | None = None) -> Placement | 
     Returns
     -------
     Placement or AvailabilityError
-        The node's :class:`~fedram_flwr.partition_directory.Placement`, or the error
+        The node's :class:`~fedram_flwr.availability.partition_directory.Placement`, or the error
         that says what to add when the node could not answer or has no
         ``partition-id`` (the directory checks the id's range).
     """

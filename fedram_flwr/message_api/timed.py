@@ -59,7 +59,7 @@ class ClockedRound:
     replies : list of Message
         The replies the wrapped strategy aggregated (the kept ones, then the errors).
     row : dict
-        The round's clock (:meth:`~fedram_flwr.outputs.RoundRecorder.record_time`).
+        The round's clock (:meth:`~fedram_flwr.rundir.outputs.RoundRecorder.record_time`).
     """
 
     replies: list[Message]

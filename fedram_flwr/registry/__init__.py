@@ -15,7 +15,7 @@ Importing the package loads none of them: each name below loads its module when 
 used (PEP 562). A node, which needs the oracles (its data depends on who is rarely
 available) and not the algorithms' strategies, imports
 :mod:`fedram_flwr.availability.specs` and nothing of this package
-(:mod:`fedram_flwr.node`, ``tests/test_imports.py``).
+(:mod:`fedram_flwr.clients.node`, ``tests/test_imports.py``).
 """
 
 from __future__ import annotations

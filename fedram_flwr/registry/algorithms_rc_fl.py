@@ -10,10 +10,10 @@ from typing import Any
 
 from flwr.common import NDArrays
 
-from fedram_flwr.config import Scenario, ScenarioError
 from fedram_flwr.registry.params import AlgorithmParams, client_shares
 from fedram_flwr.registry.specs import Run
-from fedram_flwr.schema import check_range
+from fedram_flwr.scenario.config import Scenario, ScenarioError
+from fedram_flwr.scenario.schema import check_range
 from fedram_flwr.strategies.rc_fl import check_alpha
 from fedram_flwr.strategies.rc_fl_math import per_client
 

@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from flwr.common import NDArrays
 
-from fedram_flwr.config import Scenario, ScenarioError
+from fedram_flwr.scenario.config import Scenario, ScenarioError
 from fedram_flwr.strategies.hyper import Hyper, declared, is_required
 
 

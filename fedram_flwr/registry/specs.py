@@ -4,7 +4,7 @@ An oracle or an algorithm is declared once, as one :class:`OracleSpec` in
 :mod:`fedram_flwr.availability.specs.oracles` or one :class:`AlgorithmSpec` in
 :mod:`fedram_flwr.registry.algorithms`, with real class references (a rename fails at
 import). Its params dataclass validates the scenario's ``params`` section: ``check``
-raises :class:`~fedram_flwr.config.ScenarioError` naming the scenario field and the
+raises :class:`~fedram_flwr.scenario.config.ScenarioError` naming the scenario field and the
 allowed values; it never builds a ClientManager or a strategy.
 """
 
@@ -25,15 +25,15 @@ from fedram_flwr.availability.specs.oracle_spec import Hidden, RoundLaw
 from fedram_flwr.availability.specs.oracle_spec import OracleParams as OracleParams
 from fedram_flwr.availability.specs.oracle_spec import OracleSpec as OracleSpec
 from fedram_flwr.availability.specs.oracle_spec import least_available as least_available
-from fedram_flwr.config import Scenario, ScenarioError
 from fedram_flwr.data import FederatedData
 from fedram_flwr.registry.params import AlgorithmParams, params_for
+from fedram_flwr.scenario.config import Scenario, ScenarioError
 
 
 # ---------------------------------------------------------------- algorithms
 class Run(Protocol):
     """What ``strategy_kwargs`` may read of the run being built
-    (:class:`fedram_flwr.experiment.Experiment`): data sizes, the seed and, in
+    (:class:`fedram_flwr.engines.experiment.Experiment`): data sizes, the seed and, in
     oracle-informed mode only, the oracle's hidden law (``availability_law``: constant;
     ``known_availability``: per round where the oracle's law changes with the round,
     :meth:`OracleSpec.known_law`)."""

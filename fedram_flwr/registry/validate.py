@@ -1,11 +1,11 @@
 """The one place a scenario is validated, and the ways to make one.
 
 :func:`load_scenario`, :func:`scenario_from_dict` and :func:`with_overrides` parse with
-:mod:`fedram_flwr.config` (the schema) and then :func:`validate` against the registry:
+:mod:`fedram_flwr.scenario.config` (the schema) and then :func:`validate` against the registry:
 the oracle's and the algorithm's ``params``, their compatibility, and every variant of
 the sweep. Errors name the scenario field (``algorithm.params.alpha``) and what is
 allowed. Nothing is built here: the ClientManager, strategy and clients are built by
-:class:`fedram_flwr.experiment.Experiment`.
+:class:`fedram_flwr.engines.experiment.Experiment`.
 """
 
 from __future__ import annotations
@@ -16,16 +16,16 @@ from typing import Any
 
 from fedram_flwr.availability.specs.checks import lookup
 from fedram_flwr.availability.specs.oracles import ORACLES, oracle_params, oracle_spec
-from fedram_flwr.config import (
+from fedram_flwr.registry.algorithms import ALGORITHMS, ASYNC_ALGORITHMS
+from fedram_flwr.registry.specs import AlgorithmParams, AlgorithmSpec, AsyncAlgorithmSpec
+from fedram_flwr.scenario.config import (
     Scenario,
     ScenarioError,
     parse_scenario,
     parse_scenario_file,
     parse_with_overrides,
 )
-from fedram_flwr.registry.algorithms import ALGORITHMS, ASYNC_ALGORITHMS
-from fedram_flwr.registry.specs import AlgorithmParams, AlgorithmSpec, AsyncAlgorithmSpec
-from fedram_flwr.schema import build_dataclass
+from fedram_flwr.scenario.schema import build_dataclass
 
 
 def load_scenario(path: str | Path) -> Scenario:

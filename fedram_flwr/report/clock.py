@@ -3,7 +3,7 @@ against rounds, and the rounds and simulated hours each variant takes to reach a
 accuracy (``fedram report --target-accuracy 0.7``).
 
 A run on the simulated clock (a scenario with a ``time:`` section) records each round's
-end as ``sim-seconds`` (:meth:`~fedram_flwr.outputs.RoundRecorder.record_time`); round
+end as ``sim-seconds`` (:meth:`~fedram_flwr.rundir.outputs.RoundRecorder.record_time`); round
 0, the initial model's evaluation, is at 0 s. A run without a clock has no hours: its
 rounds to target are shown, its hours as "–".
 """
@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from fedram_flwr.plots import Drawn, plt, save
+from fedram_flwr.report.run_plots import Drawn, plt, save
 from fedram_flwr.report.runs import RunSet
 from fedram_flwr.report.tables import mean_std, scale_of
 

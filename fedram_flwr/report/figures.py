@@ -1,7 +1,7 @@
 """The report's multi-run figures from a :class:`RunSet`: accuracy curves, training loss,
 per-client histograms and test accuracies, CA-Fed's group weights per variant and the
 2-D decision boundaries side by side. Each returns what it drew (see
-:func:`fedram_flwr.plots.drawn`), or None when no run has the data."""
+:func:`fedram_flwr.report.run_plots.drawn`), or None when no run has the data."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from fedram_flwr.plots import (
+from fedram_flwr.report.run_plots import (
     Drawn,
     client_groups,
     plot_decision_boundary,

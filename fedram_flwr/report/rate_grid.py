@@ -13,7 +13,7 @@ the paper gives neither the grid nor the rule).
   the seeds; a run that failed or whose value is not finite (it diverged) counts as the
   worst. Only the chosen metric is read. Tune on seeds that the reported runs do not use.
 - **Output**: each algorithm's grid of mean losses with the choice marked, and the
-  chosen rows as a zipped sweep (:mod:`fedram_flwr.sweep`) to paste into the scenario
+  chosen rows as a zipped sweep (:mod:`fedram_flwr.scenario.sweep`) to paste into the scenario
   that reports them.
 """
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from fedram_flwr.outputs import RunDirectory
+from fedram_flwr.rundir.outputs import RunDirectory
 
 DAMAGED = "damaged: "
 """How a complete run whose files are not whole reads (``damaged: <what>``)."""

@@ -57,8 +57,8 @@ from fedram_flwr.rundir.fingerprint import (
 )
 from fedram_flwr.rundir.lock import acquire, held_token, lock_held, release, verify_writer
 from fedram_flwr.rundir.nofollow import open_regular, read_regular, write_atomic
-from fedram_flwr.schema import ScenarioError, plain_name
-from fedram_flwr.sweep import label_part
+from fedram_flwr.scenario.schema import ScenarioError, plain_name
+from fedram_flwr.scenario.sweep import label_part
 
 WEIGHTS_FILE = "weights.npy"
 VARIANT_FILE = "variant.json"
@@ -86,13 +86,13 @@ def label_fields(swept: Mapping[str, Any]) -> dict[str, str]:
     mapping with a ``name`` is named by it (``{"algorithm": {"name": "afl"}}`` ->
     ``{"name": "afl"}``), one without by its values (``{"time.policy": {"kind":
     "deadline", "deadline_s": 60}}`` -> ``{"policy": "deadline-60"}``), as
-    ``Scenario.variants()`` labels it (:func:`~fedram_flwr.sweep.label_part`)."""
+    ``Scenario.variants()`` labels it (:func:`~fedram_flwr.scenario.sweep.label_part`)."""
     return dict(label_part(key, value).split("=", 1) for key, value in swept.items())
 
 
 def safe_component(value: str, what: str) -> str:
     """``value`` as one folder name under ``--out``: a plain name
-    (:func:`~fedram_flwr.schema.plain_name`: ``name: ".."`` would write outside it)."""
+    (:func:`~fedram_flwr.scenario.schema.plain_name`: ``name: ".."`` would write outside it)."""
     return plain_name(value, what)
 
 

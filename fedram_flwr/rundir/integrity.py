@@ -14,7 +14,7 @@ import numpy as np
 FINAL_MODEL_FILE = "final_model.npz"
 SUMMARY_STATS = ("final", "tail-mean", "time-mean")
 """The summary's per-run statistics (metric -> value), as :func:`summarise
-<fedram_flwr.outputs.summarise>` writes them."""
+<fedram_flwr.rundir.outputs.summarise>` writes them."""
 
 
 def summary_damage(summary: Any) -> str | None:

@@ -18,7 +18,7 @@ import os
 import stat
 from pathlib import Path
 
-from fedram_flwr.schema import ScenarioError
+from fedram_flwr.scenario.schema import ScenarioError
 
 
 class UnsafePathError(ScenarioError):

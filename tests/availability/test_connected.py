@@ -7,9 +7,9 @@ from __future__ import annotations
 from flwr.common import FitIns, Parameters
 
 from fedram_flwr.availability import ConnectedClientManager
-from fedram_flwr.config import Scenario
 from fedram_flwr.engines import InProcessClientProxy, node_context, run_in_process
 from fedram_flwr.registry import with_overrides
+from fedram_flwr.scenario.config import Scenario
 from tests.helpers import client_fn, partition_of
 
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from fedram_flwr.availability import fedscale_matrix, read_fedscale, read_trace
-from fedram_flwr.config import ScenarioError
-from fedram_flwr.experiment import availability_law, build_oracle
+from fedram_flwr.engines.experiment import availability_law, build_oracle
+from fedram_flwr.scenario.config import ScenarioError
 from tests.helpers import scenario_with
 
 # Trace ids 1, 2, 5 are partitions 0, 1, 2 by default (ascending); 7 is left over.

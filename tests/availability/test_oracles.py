@@ -21,10 +21,10 @@ from fedram_flwr.availability import (
     markov_lambda_min,
     ram_relay,
 )
-from fedram_flwr.config import ScenarioError
 from fedram_flwr.engines import InProcessClientProxy, node_context
-from fedram_flwr.experiment import availability_law, build_oracle, rare_clients
+from fedram_flwr.engines.experiment import availability_law, build_oracle, rare_clients
 from fedram_flwr.registry import with_overrides
+from fedram_flwr.scenario.config import ScenarioError
 from tests.helpers import (
     MARKOV_LAM,
     MARKOV_PI,

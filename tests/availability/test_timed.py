@@ -29,7 +29,7 @@ from fedram_flwr.availability import (
 )
 from fedram_flwr.availability.fedscale import Behaviour, parse_behaviour
 from fedram_flwr.clock import DeviceSpeeds, SimulatedClock, Task, lognormal_speeds, start_round
-from fedram_flwr.config import ClockAvailabilityConfig
+from fedram_flwr.scenario.config import ClockAvailabilityConfig
 
 # Client 1: [0, 59.9] and [120, 180] of every 300 s; client 2: [60, 90] of every 200 s.
 TRACE = {

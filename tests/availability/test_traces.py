@@ -16,9 +16,9 @@ from fedram_flwr.availability import (
     read_trace,
     write_trace,
 )
-from fedram_flwr.config import ScenarioError
 from fedram_flwr.engines import run_in_process
-from fedram_flwr.experiment import build_oracle
+from fedram_flwr.engines.experiment import build_oracle
+from fedram_flwr.scenario.config import ScenarioError
 from tests.helpers import MARKOV_LAM, MARKOV_PI, scenario_with
 
 

@@ -8,11 +8,11 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from fedram_flwr.client_data import client_rng
 from fedram_flwr.clients import CAFedClient, ERMClient
+from fedram_flwr.clients.batches import client_rng
 from fedram_flwr.clients.ca_fed import local_optimum_loss
-from fedram_flwr.experiment import Experiment
-from fedram_flwr.models import build_model, get_weights, set_weights
+from fedram_flwr.clients.models import build_model, get_weights, set_weights
+from fedram_flwr.engines.experiment import Experiment
 from fedram_flwr.protocol import LOCAL_OPTIMUM, RECEIVED_LOSS, REPORT_LOCAL_OPTIMUM
 
 

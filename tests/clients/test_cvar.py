@@ -8,7 +8,7 @@ import torch
 from torch.nn import functional as F
 
 from fedram_flwr.clients import CVaRClient
-from fedram_flwr.models import build_model, get_weights
+from fedram_flwr.clients.models import build_model, get_weights
 from fedram_flwr.protocol import PARTITION_ID, join_theta_t, split_theta_t
 
 

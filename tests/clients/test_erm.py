@@ -9,7 +9,7 @@ import torch
 from torch.nn import functional as F
 
 from fedram_flwr.clients import ERMClient
-from fedram_flwr.models import build_model, get_weights
+from fedram_flwr.clients.models import build_model, get_weights
 from fedram_flwr.protocol import NUM_EXAMPLES, PARTITION_ID
 
 

@@ -11,7 +11,6 @@ import torch
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 from torch.nn import functional as F
 
-from fedram_flwr.client_data import ArrayData
 from fedram_flwr.clients import (
     CAFedClient,
     CVaRClient,
@@ -26,8 +25,9 @@ from fedram_flwr.clients import (
     train_rcfl,
     train_scaffold,
 )
+from fedram_flwr.clients.batches import ArrayData
+from fedram_flwr.clients.models import build_model, get_weights
 from fedram_flwr.clients.train_blocks import OBJECTIVES, objective_for, objective_of
-from fedram_flwr.models import build_model, get_weights
 from fedram_flwr.protocol import (
     LOCAL_OPTIMUM,
     NUM_EXAMPLES,

@@ -1,4 +1,4 @@
-"""The app's own optimizer in the client blocks (``optimizer=``, fedram_flwr.optimizers):
+"""The app's own optimizer in the client blocks (``optimizer=``, fedram_flwr.clients.optimizers):
 it is the one that steps (momentum kept), plain SGD through it is the block's own step,
 Fed-CVaR-Avg's t joins it with lr-t, SCAFFOLD refuses what breaks option II, and the
 app's dict batches and reply content go through ``to_xy`` and ``local(...).reply``."""
@@ -12,7 +12,7 @@ from flwr.app import ArrayRecord, Message, MetricRecord, RecordDict
 from torch.nn import functional as F
 
 from fedram_flwr.clients import train_ca_fed, train_cvar, train_erm, train_rcfl
-from fedram_flwr.models import get_weights
+from fedram_flwr.clients.models import get_weights
 from fedram_flwr.objectives import cvar_gradient_weights
 from fedram_flwr.protocol import RECEIVED_LOSS, SERVER_ROUND, THRESHOLD_T, join_theta_t
 from tests.clients.test_message import (

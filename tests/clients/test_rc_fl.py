@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedram_flwr.experiment import Experiment
-from fedram_flwr.models import get_weights
+from fedram_flwr.clients.models import get_weights
+from fedram_flwr.engines.experiment import Experiment
 from fedram_flwr.registry import scenario_from_dict
 
 

@@ -12,12 +12,12 @@ from flwr.common import (
 from torch.nn import functional as F
 
 from fedram_flwr.clients import AmplifiedScaffoldClient, ScaffoldClient
-from fedram_flwr.config import Scenario
+from fedram_flwr.clients.models import build_model, get_weights
 from fedram_flwr.engines import InProcessClientProxy, node_context
-from fedram_flwr.experiment import Experiment
-from fedram_flwr.models import build_model, get_weights
+from fedram_flwr.engines.experiment import Experiment
 from fedram_flwr.protocol import PARTITION_ID, PERIOD, SCAFFOLD_CONTROL
 from fedram_flwr.registry import with_overrides
+from fedram_flwr.scenario.config import Scenario
 
 
 def problem(n: int = 12):

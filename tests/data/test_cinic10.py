@@ -10,11 +10,11 @@ import pytest
 import torchvision
 from torchvision.datasets import utils
 
-from fedram_flwr.config import Scenario
 from fedram_flwr.data import CINIC10_URL, DatasetNotFoundError, load_image_dataset
 from fedram_flwr.data.cinic10 import CINIC10_CLASSES, read_cinic10
-from fedram_flwr.experiment import Experiment
+from fedram_flwr.engines.experiment import Experiment
 from fedram_flwr.registry import with_overrides
+from fedram_flwr.scenario.config import Scenario
 from tests.helpers import write_cinic10
 
 

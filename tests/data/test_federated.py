@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from fedram_flwr.config import Scenario, ScenarioError
 from fedram_flwr.data import DatasetNotFoundError, load_federated_data
-from fedram_flwr.experiment import Experiment, rare_clients
+from fedram_flwr.engines.experiment import Experiment, rare_clients
 from fedram_flwr.registry import scenario_from_dict, with_overrides
+from fedram_flwr.scenario.config import Scenario, ScenarioError
 from tests.helpers import write_cifar10
 
 
@@ -58,7 +58,7 @@ def test_clients_without_samples_are_listed_briefly(tiny_scenario) -> None:
 
 
 def test_federated_image_data_missing_raises(tmp_path: Path, offline, monkeypatch) -> None:
-    from fedram_flwr.config import DataConfig
+    from fedram_flwr.scenario.config import DataConfig
 
     monkeypatch.setenv("FEDRAM_DATA", str(tmp_path / "nothing-here"))
     cfg = DataConfig(dataset="fashion-mnist", root="ignored", num_clients=3)

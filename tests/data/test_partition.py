@@ -9,7 +9,6 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from fedram_flwr.config import ScenarioError
 from fedram_flwr.data import (
     dirichlet_partition,
     exclusive_classes,
@@ -22,6 +21,7 @@ from fedram_flwr.data import (
     subsample_per_class,
     two_class_client_classes,
 )
+from fedram_flwr.scenario.config import ScenarioError
 
 
 def test_split_by_class_lists_uses_every_index_once() -> None:

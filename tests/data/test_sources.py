@@ -16,7 +16,6 @@ import torchvision
 import yaml
 from scipy.io import savemat
 
-from fedram_flwr.app_config import scenario_from_run_config
 from fedram_flwr.data import (
     DatasetNotFoundError,
     data_root,
@@ -25,6 +24,7 @@ from fedram_flwr.data import (
     sources,
 )
 from fedram_flwr.registry import load_scenario, with_overrides
+from fedram_flwr.registry.app_config import scenario_from_run_config
 from tests.helpers import write_cifar10, write_svhn
 
 

@@ -4,7 +4,7 @@ the compose override added last, and the image tag that override names."""
 
 from __future__ import annotations
 
-from fedram_flwr.flower_line import LINE
+from fedram_flwr.engines.flwr.flower_line import LINE
 
 ON_GRPC_LINE = LINE.fleet == "gRPC"  # flwr 1.39
 CONSTRAINTS = "constraints-1.39.txt" if ON_GRPC_LINE else "constraints.txt"

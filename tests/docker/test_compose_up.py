@@ -33,10 +33,10 @@ import numpy as np
 import pytest
 import yaml
 
-from fedram_flwr.app_config import APP_ROOT, scenario_from_run_config
 from fedram_flwr.engines import run_in_process
-from fedram_flwr.outputs import RunDirectory
 from fedram_flwr.registry import with_overrides
+from fedram_flwr.registry.app_config import APP_ROOT, scenario_from_run_config
+from fedram_flwr.rundir.outputs import RunDirectory
 from tests.docker.daemon import (
     GENEROUS_S,
     PrivateDocker,

@@ -29,7 +29,7 @@ import pytest
 from fedram_flwr.engines import generate_tls_files, run_with_flwr
 from fedram_flwr.engines.flwr.federation import Federation
 from fedram_flwr.engines.flwr.ray_cluster import LocalCluster, local_cluster
-from fedram_flwr.outputs import RunDirectory
+from fedram_flwr.rundir.outputs import RunDirectory
 from tests.helpers import RUN_LIMIT_S, SEED, token_processes
 
 NUM_CLIENTS = 3

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from fedram_flwr.outputs import RunDirectory
+from fedram_flwr.rundir.outputs import RunDirectory
 from tests.helpers import SEED, TINY_GAUSSIAN, final_arrays, relayed
 
 ROUNDS = 3

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from fedram_flwr.engines import run_in_process
-from fedram_flwr.outputs import RunDirectory
 from fedram_flwr.registry import load_scenario
+from fedram_flwr.rundir.outputs import RunDirectory
 from tests.engines.background import BackgroundRuns, selected_specs
 from tests.engines.cases import write_scenario
 from tests.helpers import SEED

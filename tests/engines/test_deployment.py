@@ -30,17 +30,17 @@ import numpy as np
 import pytest
 import yaml
 
-from fedram_flwr.app_config import APP_ROOT
 from fedram_flwr.engines import (
     FlwrRunError,
     run_in_process,
     run_with_flwr,
 )
 from fedram_flwr.engines.flwr.federation import Federation
+from fedram_flwr.engines.flwr.flower_line import LINE
 from fedram_flwr.engines.flwr.processes import free_port
-from fedram_flwr.flower_line import LINE
-from fedram_flwr.outputs import RunDirectory
 from fedram_flwr.registry import load_scenario, with_overrides
+from fedram_flwr.registry.app_config import APP_ROOT
+from fedram_flwr.rundir.outputs import RunDirectory
 from tests.engines.background import BackgroundRuns, RunSpec
 from tests.helpers import RUN_LIMIT_S, final_arrays, surviving_processes, token_processes
 

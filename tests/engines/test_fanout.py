@@ -18,14 +18,14 @@ import numpy as np
 import pytest
 import yaml
 
-from fedram_flwr.cli import main
+from fedram_flwr.cli.commands import main
 from fedram_flwr.engines import fanout
 from fedram_flwr.engines.fanout import fan_out
 from fedram_flwr.engines.flwr.processes import free_port, process_table
 from fedram_flwr.engines.flwr.ray_cluster import LocalCluster, local_cluster
-from fedram_flwr.outputs import RunDirectory
 from fedram_flwr.rundir.lock import lock_holder
-from fedram_flwr.schema import ScenarioError
+from fedram_flwr.rundir.outputs import RunDirectory
+from fedram_flwr.scenario.schema import ScenarioError
 from tests.helpers import TINY_GAUSSIAN, final_arrays, token_processes, without_timings
 
 LABELS = ["alpha=1.0", "alpha=0.1"]

@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 import yaml
 
-from fedram_flwr.cli import main
+from fedram_flwr.cli.commands import main
+from fedram_flwr.clients.models import get_weights
 from fedram_flwr.clock import lognormal_speeds
-from fedram_flwr.config import ScenarioError
 from fedram_flwr.engines import run_fedbuff_in_process, run_in_process
-from fedram_flwr.experiment import Experiment
-from fedram_flwr.models import get_weights
-from fedram_flwr.outputs import RunDirectory
+from fedram_flwr.engines.experiment import Experiment
 from fedram_flwr.registry import scenario_from_dict
+from fedram_flwr.rundir.outputs import RunDirectory
+from fedram_flwr.scenario.config import ScenarioError
 from tests.helpers import TINY_GAUSSIAN, final_arrays, scenario_error
 
 
@@ -43,7 +43,7 @@ TIMED = {
 
 @pytest.fixture(autouse=True)
 def no_run_plots(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("fedram_flwr.cli.plot_run", lambda *args: None)
+    monkeypatch.setattr("fedram_flwr.cli.commands.plot_run", lambda *args: None)
 
 
 def test_k_equals_c_equals_n_on_ticks_records_synchronous_steps(tmp_path: Path) -> None:

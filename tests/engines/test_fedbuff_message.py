@@ -24,13 +24,13 @@ import numpy as np
 import pytest
 import yaml
 
-from fedram_flwr.cli import main
+from fedram_flwr.cli.commands import main
+from fedram_flwr.clients.models import get_weights
 from fedram_flwr.engines import run_fedbuff_in_process, run_message_in_process
-from fedram_flwr.experiment import Experiment
-from fedram_flwr.models import get_weights
-from fedram_flwr.outputs import RunDirectory
+from fedram_flwr.engines.experiment import Experiment
 from fedram_flwr.registry import load_scenario, scenario_from_dict, with_overrides
 from fedram_flwr.rundir import code_version
+from fedram_flwr.rundir.outputs import RunDirectory
 from tests.engines.background import BackgroundRuns, RunSpec
 from tests.engines.test_fedbuff_in_process import TIMED, fedbuff_dict
 from tests.helpers import SEED, final_arrays, without_timings
@@ -86,7 +86,7 @@ def test_fedbuff_gaussian_through_fedram_run_api_message(
 ) -> None:
     """The shipped scenario (6 users, log-normal speeds), both staleness weights, through
     ``fedram run --api message``: the event loop's runs, bit for bit."""
-    monkeypatch.setattr("fedram_flwr.cli.plot_run", lambda *args: None)
+    monkeypatch.setattr("fedram_flwr.cli.commands.plot_run", lambda *args: None)
     path = Path(__file__).parents[2] / "scenarios" / "fedbuff_gaussian.yaml"
     runs = {}
     for api in ("legacy", "message"):

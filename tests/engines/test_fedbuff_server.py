@@ -21,8 +21,9 @@ from flwr.common import (
     parameters_to_ndarrays,
 )
 
-from fedram_flwr.config import ScenarioError
+from fedram_flwr.clients.models import get_weights
 from fedram_flwr.engines import run_fedbuff_in_process
+from fedram_flwr.engines.experiment import Experiment
 from fedram_flwr.engines.fedbuff_in_process import (
     available_at,
     durations,
@@ -31,12 +32,11 @@ from fedram_flwr.engines.fedbuff_in_process import (
 )
 from fedram_flwr.engines.fedbuff_server import FedBuffServer, FedBuffStrategy
 from fedram_flwr.engines.in_process import InProcessClientProxy, node_context
-from fedram_flwr.experiment import Experiment
-from fedram_flwr.models import get_weights
-from fedram_flwr.outputs import RunDirectory
 from fedram_flwr.protocol import SERVER_ROUND
 from fedram_flwr.registry import load_scenario, scenario_from_dict
 from fedram_flwr.rundir import code_version
+from fedram_flwr.rundir.outputs import RunDirectory
+from fedram_flwr.scenario.config import ScenarioError
 from fedram_flwr.strategies.fedbuff_loop import FedBuffFailures, run_fedbuff
 from tests.engines.background import BackgroundRuns, RunSpec
 from tests.engines.test_fedbuff_in_process import TIMED, fedbuff_dict

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedram_flwr.app_config import APP_ROOT
 from fedram_flwr.engines.flwr.processes import TOKEN_ENV, has_env, process_table
-from fedram_flwr.outputs import RunDirectory
+from fedram_flwr.registry.app_config import APP_ROOT
+from fedram_flwr.rundir.outputs import RunDirectory
 from tests.helpers import (
     RUN_LIMIT_S,
     SEED,

@@ -12,8 +12,8 @@ import torch
 from flwr.common.logger import FLOWER_LOGGER
 from flwr.server import Server
 
-from fedram_flwr.config import Scenario
 from fedram_flwr.engines import node_context, run_in_process
+from fedram_flwr.scenario.config import Scenario
 from fedram_flwr.strategies import FedCVaRAvg
 
 

@@ -12,15 +12,15 @@ import torch
 from flwr.common.logger import FLOWER_LOGGER
 
 from fedram_flwr.availability import read_trace
-from fedram_flwr.config import Scenario
+from fedram_flwr.clients.models import get_weights
+from fedram_flwr.engines.experiment import Experiment
 from fedram_flwr.engines.in_process import run_in_process
 from fedram_flwr.engines.message_in_process import (
     MessageComponents,
     legacy_server_side,
     run_message_in_process,
 )
-from fedram_flwr.experiment import Experiment
-from fedram_flwr.models import get_weights
+from fedram_flwr.scenario.config import Scenario
 from tests.helpers import counting_app, final_arrays, message_fedavg
 
 D = 2.25  # sum_p n_p d_p / sum_p n_p of tests.helpers.counting_app

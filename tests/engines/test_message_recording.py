@@ -10,13 +10,13 @@ import pytest
 from flwr.app import ArrayRecord
 from flwr.serverapp.strategy import FedAvg as MessageFedAvg
 
-from fedram_flwr.config import Scenario
+from fedram_flwr.clients.models import get_weights
+from fedram_flwr.engines.experiment import Experiment
 from fedram_flwr.engines.grid import InProcessGrid
 from fedram_flwr.engines.message_in_process import MessageComponents, run_message_in_process
 from fedram_flwr.engines.message_recording import MessageRecordingStrategy, metric_record
-from fedram_flwr.experiment import Experiment
-from fedram_flwr.models import get_weights
 from fedram_flwr.rundir import WEIGHTS_FILE
+from fedram_flwr.scenario.config import Scenario
 from tests.helpers import counting_app, final_arrays
 
 Q = np.array([0.5, 0.25, 0.25])

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedram_flwr.config import ScenarioError
 from fedram_flwr.engines import run_with_flwr
 from fedram_flwr.engines.flwr.errors import FlwrRunError
 from fedram_flwr.engines.flwr.processes import ProcessTracker, ProcInfo, free_port
@@ -23,6 +22,7 @@ from fedram_flwr.engines.flwr.ray_cluster import (
     split_address,
     stop_all,
 )
+from fedram_flwr.scenario.config import ScenarioError
 from tests.helpers import (
     SEED,
     TINY_GAUSSIAN,

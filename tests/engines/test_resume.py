@@ -17,12 +17,12 @@ import yaml
 from flwr.common import Parameters
 from flwr.server.client_manager import SimpleClientManager
 
-from fedram_flwr.cli import main
+from fedram_flwr.cli.commands import main
 from fedram_flwr.engines import run_in_process
 from fedram_flwr.engines.resume import ResumableServer
-from fedram_flwr.outputs import RunDirectory
 from fedram_flwr.registry import ALGORITHMS, scenario_from_dict
 from fedram_flwr.rundir import CHECKPOINT_FILE, checkpoint, read_checkpoint
+from fedram_flwr.rundir.outputs import RunDirectory
 from tests.helpers import TINY_GAUSSIAN, final_arrays, run_killed, tiny_ca_fed_dict, without_timings
 
 ROUNDS, EVERY = 8, 2
@@ -135,7 +135,7 @@ def test_fedram_run_resumes_an_interrupted_run_and_says_so(
     """Fed-CVaR-Avg SIGKILLed after its round-4 checkpoint: ``fedram run --engine flwr``
     refuses it naming ``--force``; ``fedram run`` resumes it (saying so) to the model of a
     run never interrupted."""
-    monkeypatch.setattr("fedram_flwr.cli.plot_run", lambda *args: None)
+    monkeypatch.setattr("fedram_flwr.cli.commands.plot_run", lambda *args: None)
     path, out = killed["fed-cvar-avg"].path.with_suffix(".yaml"), tmp_path / "runs"
     run = copy_run(killed["fed-cvar-avg"], out / "tiny-gaussian" / "default" / "seed0")
     assert run.status() == "interrupted"

@@ -19,13 +19,13 @@ import numpy as np
 import pytest
 from flwr.common import Code, FitRes, Parameters, Status
 
-from fedram_flwr.config import Scenario
+from fedram_flwr.clients.models import get_weights
 from fedram_flwr.engines import run_in_process
+from fedram_flwr.engines.experiment import Experiment
 from fedram_flwr.engines.server import fit_clients_in_turn
-from fedram_flwr.experiment import Experiment
-from fedram_flwr.models import get_weights
 from fedram_flwr.protocol import LR, SERVER_ROUND
 from fedram_flwr.registry import scenario_from_dict
+from fedram_flwr.scenario.config import Scenario
 from tests.helpers import SEED, TINY_GAUSSIAN, final_arrays
 
 # Active partition ids per round: empty rounds first (nothing stored yet), between

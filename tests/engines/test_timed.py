@@ -16,9 +16,9 @@ from flwr.common import Code, FitRes, Parameters, Status
 
 from fedram_flwr.engines import run_in_process, run_message_in_process
 from fedram_flwr.engines.timed import rebased
-from fedram_flwr.plots import plot_run
 from fedram_flwr.protocol import npy_array, npy_bytes
 from fedram_flwr.registry import ALGORITHMS, scenario_from_dict
+from fedram_flwr.report.run_plots import plot_run
 from fedram_flwr.rundir import CHECKPOINT_FILE, checkpoint, read_checkpoint
 from tests.helpers import TINY_GAUSSIAN, final_arrays, without_timings
 

@@ -16,10 +16,10 @@ import pytest
 from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
+from fedram_flwr.clients.partition_query import PARTITION_ACTION, partition_id_query
 from fedram_flwr.engines.grid import InProcessGrid
 from fedram_flwr.message_api import FedBuff
 from fedram_flwr.message_api.fedbuff import resolve_clock
-from fedram_flwr.partition_query import PARTITION_ACTION, partition_id_query
 from fedram_flwr.strategies.fedbuff import FedBuffCore
 from fedram_flwr.strategies.fedbuff_loop import FedBuffFailures, run_fedbuff
 from tests.strategies.test_fedbuff import (

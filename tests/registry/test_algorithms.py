@@ -16,10 +16,10 @@ import pytest
 from flwr.common import parameters_to_ndarrays
 from flwr.common.logger import FLOWER_LOGGER
 
+from fedram_flwr.clients.models import get_weights
 from fedram_flwr.engines import InProcessClientProxy, node_context
+from fedram_flwr.engines.experiment import Experiment
 from fedram_flwr.engines.server import StrategyEveryRound
-from fedram_flwr.experiment import Experiment
-from fedram_flwr.models import get_weights
 from fedram_flwr.registry import ALGORITHMS, ORACLES, algorithm_params, scenario_from_dict
 from fedram_flwr.registry.specs import AlgorithmSpec, OracleSpec
 from fedram_flwr.strategies.hyper import MODEL_BOUND

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedram_flwr.cli import main
+from fedram_flwr.cli.commands import main
 from fedram_flwr.registry import ALGORITHMS, ASYNC_ALGORITHMS
 from fedram_flwr.registry.parameters_doc import parameters_markdown
 from fedram_flwr.registry.params import OracleInformed

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedram_flwr.config import Scenario, ScenarioError
 from fedram_flwr.registry import (
     ALGORITHMS,
     ORACLES,
@@ -19,6 +18,7 @@ from fedram_flwr.registry import (
     oracle_params,
     with_overrides,
 )
+from fedram_flwr.scenario.config import Scenario, ScenarioError
 from tests.helpers import scenario_error
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent.parent / "scenarios"

@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedram_flwr.plots import plot_accuracy_time
 from fedram_flwr.report import RunSet, write_report
 from fedram_flwr.report.clock import (
     budget_table,
@@ -19,6 +18,7 @@ from fedram_flwr.report.clock import (
     time_to_target,
     within_budget,
 )
+from fedram_flwr.report.run_plots import plot_accuracy_time
 from tests.helpers import write_run
 
 

@@ -13,7 +13,7 @@ import pytest
 import scipy.stats
 import yaml
 
-from fedram_flwr.cli_args import SELECT_METRICS
+from fedram_flwr.cli.args import SELECT_METRICS
 from fedram_flwr.report import RunSet, write_report
 from fedram_flwr.report.rate_grid import (
     CRITERIA,
@@ -22,7 +22,7 @@ from fedram_flwr.report.rate_grid import (
     rate_grid_section,
     tuned_per_algorithm,
 )
-from fedram_flwr.sweep import swept_values
+from fedram_flwr.scenario.sweep import swept_values
 from tests.helpers import write_run
 
 # (algorithm, lr, server_lr) -> training loss per seed 0, 1 (tail mean)

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from fedram_flwr.cli import main
+from fedram_flwr.cli.commands import main
 from fedram_flwr.report import RunSet, write_report
 from fedram_flwr.report.runs import parse_label
 from tests.helpers import TINY_GAUSSIAN, write_run

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedram_flwr.app_config import scenario_from_run_config
-from fedram_flwr.config import ScenarioError
 from fedram_flwr.registry import load_scenario
+from fedram_flwr.registry.app_config import scenario_from_run_config
 from fedram_flwr.rundir import RunDirectory, code_version, run_folder, scenario_fingerprint
+from fedram_flwr.scenario.config import ScenarioError
 from tests.helpers import TINY_GAUSSIAN
 
 

@@ -22,10 +22,10 @@ import pytest
 import yaml
 
 from fedram_flwr.engines import run_in_process
-from fedram_flwr.outputs import RunDirectory
 from fedram_flwr.registry import scenario_from_dict
 from fedram_flwr.rundir import CHECKPOINT_FILE, Checkpoint, CheckpointError, checkpoint
 from fedram_flwr.rundir.checkpoint import MAGIC, read_checkpoint, write_checkpoint
+from fedram_flwr.rundir.outputs import RunDirectory
 from tests.helpers import final_arrays, tiny_ca_fed_dict, without_timings
 
 ROUNDS, EVERY, FAILS_AT = 8, 2, 6

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedram_flwr.cli import main
+from fedram_flwr.cli.commands import main
 from fedram_flwr.engines.flwr.federation import check_options
 from fedram_flwr.engines.flwr.tls import TlsFiles, generate_tls_files
-from fedram_flwr.outputs import RunDirectory
 from fedram_flwr.rundir import LOCK_FILE, lock_held, lock_holder
 from fedram_flwr.rundir.checkpoint import CHECKPOINT_FILE, Checkpoint, write_checkpoint
 from fedram_flwr.rundir.nofollow import UnsafePathError
+from fedram_flwr.rundir.outputs import RunDirectory
 from tests.helpers import TINY_GAUSSIAN
 
 PRECIOUS = "a file outside the run folder\n"

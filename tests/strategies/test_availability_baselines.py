@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedram_flwr.experiment import Experiment
+from fedram_flwr.engines.experiment import Experiment
 from fedram_flwr.protocol import PARTITION_ID, ClientReply
 from fedram_flwr.registry import scenario_from_dict
 from fedram_flwr.strategies.availability_baselines import (

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from flwr.common import parameters_to_ndarrays
 
-from fedram_flwr.config import ScenarioError
 from fedram_flwr.engines import InProcessClientProxy, node_context, run_in_process
-from fedram_flwr.experiment import Experiment
+from fedram_flwr.engines.experiment import Experiment
 from fedram_flwr.registry import scenario_from_dict
+from fedram_flwr.scenario.config import ScenarioError
 from fedram_flwr.strategies import CAFed
 from fedram_flwr.strategies.ca_fed_math import (
     ca_fed_weights,

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from fedram_flwr.availability import ram_relay
-from fedram_flwr.config import Scenario
 from fedram_flwr.engines import run_in_process
 from fedram_flwr.protocol import split_theta_t
 from fedram_flwr.registry import with_overrides
+from fedram_flwr.scenario.config import Scenario
 from fedram_flwr.strategies import FedCVaRAvg
 
 # --------------------------------------------------------------- the strategy

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from flwr.common import Code, FitRes, Status, ndarrays_to_parameters, parameters_to_ndarrays
 
-from fedram_flwr.config import Scenario, ScenarioError
 from fedram_flwr.engines import run_in_process
-from fedram_flwr.experiment import Experiment
+from fedram_flwr.engines.experiment import Experiment
 from fedram_flwr.protocol import PARTITION_ID
 from fedram_flwr.registry import with_overrides
+from fedram_flwr.scenario.config import Scenario, ScenarioError
 from fedram_flwr.strategies import MIFA, FedAR, FedAU, FedAvgIS, FedAvgSampled, FedVARP
 from fedram_flwr.strategies.fedar import fedar_direction, fedar_weights, g_convex, g_nonconvex
 from fedram_flwr.strategies.fedau import FedAUState, fedau_update, fedau_weights

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedram_flwr.config import DEFAULT_MAX_FAILED_ROUNDS
+from fedram_flwr.scenario.config import DEFAULT_MAX_FAILED_ROUNDS
 from fedram_flwr.strategies.rounds import (
     FailedRounds,
     FailedRoundsError,

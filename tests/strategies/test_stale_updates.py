@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedram_flwr.config import Scenario, ScenarioError
-from fedram_flwr.experiment import Experiment
+from fedram_flwr.engines.experiment import Experiment
 from fedram_flwr.registry import with_overrides
+from fedram_flwr.scenario.config import Scenario, ScenarioError
 from fedram_flwr.strategies.fedau import FedAUCore
 from fedram_flwr.strategies.fedavg import FedAvgCore
 from fedram_flwr.strategies.fedstale import (

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from fedram_flwr.config import ScenarioError
+from fedram_flwr.scenario.config import ScenarioError
 
 
 def as_scenario_error(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

@@ -19,10 +19,10 @@ import numpy as np
 
 from fedram_flwr.availability.nonstationary import default_phi_max, fedawe_base_p, fedawe_phi
 from fedram_flwr.availability.specs.checks import as_scenario_error, check_length
-from fedram_flwr.config import Scenario, ScenarioError
 from fedram_flwr.data import load_federated_data
 from fedram_flwr.rng import stream
-from fedram_flwr.schema import check_range
+from fedram_flwr.scenario.config import Scenario, ScenarioError
+from fedram_flwr.scenario.schema import check_range
 
 
 def check_label_rule(scenario: Scenario, phi_max: Sequence[float] | None) -> None:

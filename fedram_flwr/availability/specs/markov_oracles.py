@@ -27,9 +27,9 @@ from fedram_flwr.availability import (
 from fedram_flwr.availability.specs.checks import as_scenario_error, check_ids, check_length
 from fedram_flwr.availability.specs.labels import check_label_rule, label_p
 from fedram_flwr.availability.specs.oracle_spec import OracleParams
-from fedram_flwr.config import Scenario, ScenarioError
 from fedram_flwr.rng import stream
-from fedram_flwr.schema import check_range
+from fedram_flwr.scenario.config import Scenario, ScenarioError
+from fedram_flwr.scenario.schema import check_range
 
 
 def label_perm(scenario: Scenario, label_correlated: bool, pi: np.ndarray) -> np.ndarray:

@@ -25,8 +25,8 @@ from fedram_flwr.availability.nonstationary import (
 from fedram_flwr.availability.specs.checks import check_length
 from fedram_flwr.availability.specs.labels import check_label_rule, label_p
 from fedram_flwr.availability.specs.oracle_spec import OracleParams
-from fedram_flwr.config import Scenario, ScenarioError
-from fedram_flwr.schema import check_range
+from fedram_flwr.scenario.config import Scenario, ScenarioError
+from fedram_flwr.scenario.schema import check_range
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 The oracles' spec shape (:class:`OracleSpec`, :class:`OracleParams`), apart from the
 algorithms' (:mod:`fedram_flwr.registry.specs`, which re-exports it): a node reads the
-oracles (:mod:`fedram_flwr.node`: its data depends on who is rarely available) without
+oracles (:mod:`fedram_flwr.clients.node`: its data depends on who is rarely available) without
 the algorithms' declarations and strategies.
 """
 
@@ -15,7 +15,7 @@ from typing import Generic, Literal, TypeVar
 import numpy as np
 
 from fedram_flwr.availability import OracleClientManager
-from fedram_flwr.config import Scenario
+from fedram_flwr.scenario.config import Scenario
 
 RoundLaw = Callable[[int], np.ndarray]
 """A non-stationary law: server round -> each client's probability p_i^t of being

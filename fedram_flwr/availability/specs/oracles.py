@@ -4,7 +4,7 @@ Each oracle is declared once, as an :class:`OracleSpec`: its name, the dataclass
 ``availability.params`` (whose ``check`` raises errors naming the scenario field and the
 allowed values), how it builds its ClientManager for one seed, and its hidden law (each
 client's long-run probability of being relayed), from which the rare clients follow.
-Checks never build a ClientManager; building happens in :mod:`fedram_flwr.experiment`.
+Checks never build a ClientManager; building happens in :mod:`fedram_flwr.engines.experiment`.
 """
 
 from __future__ import annotations
@@ -46,9 +46,9 @@ from fedram_flwr.availability.specs.observed import (
     build_trace,
 )
 from fedram_flwr.availability.specs.oracle_spec import Hidden, OracleParams, OracleSpec
-from fedram_flwr.config import Scenario, ScenarioError
 from fedram_flwr.rng import stream
-from fedram_flwr.schema import build_dataclass, check_range
+from fedram_flwr.scenario.config import Scenario, ScenarioError
+from fedram_flwr.scenario.schema import build_dataclass, check_range
 
 
 # ---------------------------------------------------------------------- RAM

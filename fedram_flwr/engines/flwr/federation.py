@@ -37,6 +37,7 @@ from typing import Literal
 import tomli_w
 
 from fedram_flwr.engines.flwr.errors import FlwrRunError, TimeLimitError, failure_cause, log_tail
+from fedram_flwr.engines.flwr.flower_line import LINE
 from fedram_flwr.engines.flwr.health import wait_healthy
 from fedram_flwr.engines.flwr.processes import (
     ProcessTracker,
@@ -51,9 +52,8 @@ from fedram_flwr.engines.flwr.signals import signals_ignored
 from fedram_flwr.engines.flwr.staging import stage_app
 from fedram_flwr.engines.flwr.tls import TlsFiles, check_tls_files, connection, security_flags
 from fedram_flwr.engines.flwr.watchdog import OWNER_ENV, Watchdog, owner_id
-from fedram_flwr.flower_line import LINE
-from fedram_flwr.paths import APP_ROOT
-from fedram_flwr.schema import ScenarioError
+from fedram_flwr.scenario.paths import APP_ROOT
+from fedram_flwr.scenario.schema import ScenarioError
 
 Engine = Literal["simulation", "deployment"]
 ENGINES: tuple[Engine, ...] = ("simulation", "deployment")

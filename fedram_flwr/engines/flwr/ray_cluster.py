@@ -33,7 +33,7 @@ from fedram_flwr.engines.flwr.processes import (
     free_port,
 )
 from fedram_flwr.engines.flwr.signals import signals_ignored
-from fedram_flwr.schema import ScenarioError
+from fedram_flwr.scenario.schema import ScenarioError
 
 RAY_ADDRESS_ENV = "RAY_ADDRESS"
 """``ray.init()`` without an address joins the cluster this variable names. Flower 1.39's

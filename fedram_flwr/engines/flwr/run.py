@@ -41,8 +41,6 @@ from pathlib import Path
 
 import tomli_w
 
-from fedram_flwr.app_config import run_api, scenario_from_run_config
-from fedram_flwr.config import Scenario
 from fedram_flwr.engines.flwr.errors import FlwrRunError, TimeLimitError
 from fedram_flwr.engines.flwr.federation import (
     APP_DIR,
@@ -57,8 +55,10 @@ from fedram_flwr.engines.flwr.session import FlwrRun
 from fedram_flwr.engines.flwr.signals import signals_ignored, signals_raise
 from fedram_flwr.engines.flwr.staging import check_app
 from fedram_flwr.engines.flwr.tls import TlsFiles
-from fedram_flwr.outputs import RunDirectory
-from fedram_flwr.schema import ScenarioError
+from fedram_flwr.registry.app_config import run_api, scenario_from_run_config
+from fedram_flwr.rundir.outputs import RunDirectory
+from fedram_flwr.scenario.config import Scenario
+from fedram_flwr.scenario.schema import ScenarioError
 
 __all__ = [
     "APP_DIR",

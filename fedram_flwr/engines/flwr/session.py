@@ -23,7 +23,7 @@ from fedram_flwr.engines.flwr.errors import (
 )
 from fedram_flwr.engines.flwr.federation import Federation, check_options
 from fedram_flwr.engines.flwr.processes import die_with_parent, executable
-from fedram_flwr.outputs import RunDirectory
+from fedram_flwr.rundir.outputs import RunDirectory
 
 __all__ = ["FlwrRun"]
 

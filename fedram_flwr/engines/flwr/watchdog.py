@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from fedram_flwr.engines.flwr.processes import ProcessTracker, read_proc
-from fedram_flwr.outputs import RunDirectory
+from fedram_flwr.rundir.outputs import RunDirectory
 
 OWNER_ENV = "FEDRAM_FLWR_OWNER"
 """``<pid>:<start>`` of the process driving the run (every process of the run has it)."""

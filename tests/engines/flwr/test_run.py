@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedram_flwr import cli
+import fedram_flwr.cli.commands as cli
 from fedram_flwr.engines.flwr import federation
 from fedram_flwr.engines.flwr import run as run_module
 from fedram_flwr.engines.flwr.errors import FlwrRunError, TimeLimitError
-from fedram_flwr.outputs import RunDirectory
 from fedram_flwr.registry import scenario_from_dict
+from fedram_flwr.rundir.outputs import RunDirectory
 from tests.helpers import TINY_GAUSSIAN
 
 

@@ -13,9 +13,9 @@ import pytest
 import tomli
 from flwr.cli.build import build_fab_from_disk
 
-from fedram_flwr.app_config import APP_ROOT
 from fedram_flwr.engines.flwr import FlwrRunError
 from fedram_flwr.engines.flwr.staging import check_app, installed_layout, stage_app
+from fedram_flwr.registry.app_config import APP_ROOT
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +65,7 @@ def test_staged_app_imports_on_its_own(staged: Path) -> None:
         "import sys\n"
         "sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f).lower()]\n"
         f"sys.path.insert(0, {str(staged)!r})\n"
-        "import fedram_flwr.server_app, fedram_flwr.client_app\n"
+        "import fedram_flwr.server_app, fedram_flwr.clients.app\n"
         "import fedram_flwr.strategies as s, fedram_flwr.clients as c\n"
         "print(s.__file__); print(c.__file__)\n"
     )

@@ -15,7 +15,7 @@ import pytest
 
 from fedram_flwr.engines.flwr.processes import TOKEN_ENV
 from fedram_flwr.engines.flwr.watchdog import OWNER_ENV, OwnedRunDirectory, Watchdog, owner_id
-from fedram_flwr.outputs import RunDirectory
+from fedram_flwr.rundir.outputs import RunDirectory
 
 
 def start_run(tmp_path: Path) -> tuple[str, subprocess.Popen, Path, RunDirectory]:

@@ -1,0 +1,177 @@
+"""Where a client's mini-batches come from: the project's in-memory (x, y), each pass a
+permutation seeded from (seed, round, id) (:class:`ArrayData`, :func:`array_pass`), or a
+user's torch data loader in its own order (:class:`LoaderData`, ``to_xy`` for batches
+that are not (inputs, labels) pairs). Local SGD (:mod:`fedram_flwr.clients.training`) takes either
+as a :class:`ClientData`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+
+from fedram_flwr.clients.models import on_device
+from fedram_flwr.protocol import BATCH_SIZE, SERVER_ROUND
+from fedram_flwr.rng import stream
+
+Batch = tuple[torch.Tensor, torch.Tensor]
+"""One mini-batch: (inputs, integer labels)."""
+
+OnePass = Callable[[], Iterable[Batch]]
+"""Each call starts one pass (epoch) over a client's data."""
+
+
+def batches_per_pass(num_examples: int, batch_size: int, drop_last: bool = False) -> int:
+    """Mini-batches in one pass over a client's data: ceil(n / B), the last one smaller
+    when B does not divide n (the default); with ``drop_last``, floor(n / B) full ones,
+    as the peers' code (torch's ``DataLoader(drop_last=True)``) trains, except that a
+    client with fewer than B examples keeps its one batch rather than taking no step."""
+    if drop_last:
+        return max(num_examples // batch_size, 1)
+    return math.ceil(num_examples / batch_size)
+
+
+def array_pass(
+    x: np.ndarray | torch.Tensor,
+    y: np.ndarray | torch.Tensor,
+    batch_size: int,
+    rng: np.random.Generator,
+    drop_last: bool,
+    device: torch.device | str | None = None,
+) -> OnePass:
+    """Passes over in-memory (x, y), arrays or tensors, kept on ``device`` (default:
+    where they are; an array shares its memory on the CPU): each pass a fresh permutation
+    drawn from ``rng`` and copied there, cut into ``batches_per_pass`` mini-batches of
+    ``batch_size``, gathered by ``index_select``."""
+    where = None if device is None else torch.device(device)
+    xt, yt = (torch.as_tensor(a) if where is None else on_device(a, where) for a in (x, y))
+    per_pass = batches_per_pass(len(yt), batch_size, drop_last)
+
+    starts = range(0, per_pass * batch_size, batch_size)
+
+    def one_pass() -> Iterable[Batch]:
+        order = torch.from_numpy(rng.permutation(len(yt))).to(xt.device)
+        # A slice of ``order`` per batch taken: ``order.split(batch_size)``'s pieces, without
+        # making all of a large client's ceil(n / B) views when K steps take a few.
+        slices = (order[i : i + batch_size] for i in starts)
+        return ((xt.index_select(0, idx), yt.index_select(0, idx)) for idx in slices)
+
+    return one_pass
+
+
+def client_rng(seed: int, server_round: int, partition_id: int) -> np.random.Generator:
+    """The generator of one client's draws in one round: seeded from (seed, round, id)."""
+    return stream("client-batches", seed, server_round, partition_id)
+
+
+class ClientData(Protocol):
+    """A client's training data as local SGD sees it."""
+
+    def __len__(self) -> int:
+        """m_i, the number of training examples (``num-examples``)."""
+
+    def passes(self, config: Mapping[str, Any]) -> OnePass:
+        """The passes of one round, given the round's train config."""
+
+    def full(self) -> tuple[Any, Any]:
+        """All of (x, y) at once (CA-Fed's F_k*, a full-batch minimisation)."""
+
+
+class ArrayData:
+    """The project's in-memory (x, y) of client ``partition_id``: each pass a permutation
+    drawn from the (seed, round, id) stream (:func:`client_rng`), so every engine and
+    both of Flower's APIs train on the same batches. The config's ``batch-size``
+    overrides ``batch_size``. (x, y): arrays or tensors; batches are gathered on
+    ``device`` (default: where the tensors are, the CPU for arrays)."""
+
+    def __init__(
+        self,
+        x: np.ndarray | torch.Tensor,
+        y: np.ndarray | torch.Tensor,
+        *,
+        batch_size: int,
+        seed: int,
+        partition_id: int,
+        drop_last: bool = False,
+        device: torch.device | str | None = None,
+    ) -> None:
+        self.x, self.y = x, y
+        self.batch_size, self.seed, self.partition_id = batch_size, seed, partition_id
+        self.drop_last, self.device = drop_last, device
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def passes(self, config: Mapping[str, Any]) -> OnePass:
+        rng = client_rng(self.seed, int(config.get(SERVER_ROUND, 0)), self.partition_id)
+        batch_size = int(config.get(BATCH_SIZE, self.batch_size))
+        return array_pass(self.x, self.y, batch_size, rng, self.drop_last, self.device)
+
+    def full(self) -> tuple[np.ndarray | torch.Tensor, np.ndarray | torch.Tensor]:
+        return self.x, self.y
+
+
+class LoaderData:
+    """A user's data loader (a torch ``DataLoader`` or any re-iterable of batches): each
+    pass iterates it once, in its own order. ``to_xy`` turns one batch into (inputs,
+    labels); the default takes an (x, y) pair (``TensorDataset``, torchvision); Flower
+    Datasets' dict batches need e.g. ``to_xy=lambda b: (b["img"], b["label"])``. Batches
+    move to ``device``. ``num_examples`` defaults to ``len(loader.dataset)``."""
+
+    def __init__(
+        self,
+        loader: Iterable[Any],
+        *,
+        to_xy: Callable[[Any], Batch] | None = None,
+        device: torch.device | str | None = None,
+        num_examples: int | None = None,
+    ) -> None:
+        self.loader, self.to_xy, self.device = loader, to_xy or pair_batch, device
+        dataset = getattr(loader, "dataset", None)
+        if num_examples is None and not hasattr(dataset, "__len__"):
+            raise ValueError(
+                "num_examples: the data loader has no sized .dataset to count its "
+                "examples (num-examples): pass num_examples=..."
+            )
+        self.num_examples = len(dataset) if num_examples is None else num_examples
+
+    def __len__(self) -> int:
+        return self.num_examples
+
+    def passes(self, config: Mapping[str, Any]) -> OnePass:
+        if BATCH_SIZE in config:
+            raise ValueError(
+                f"the server sent '{BATCH_SIZE}' = {config[BATCH_SIZE]}, but a data loader "
+                "fixes its own batch size: build the loader with that batch size and take "
+                f"'{BATCH_SIZE}' out of the strategy's train config"
+            )
+
+        def one_pass() -> Iterable[Batch]:
+            for batch in self.loader:
+                x, y = self.to_xy(batch)
+                yield x.to(self.device), y.to(self.device)
+
+        return one_pass
+
+    def full(self) -> tuple[torch.Tensor, torch.Tensor]:
+        xs, ys = zip(*self.passes({})())
+        return torch.cat(xs), torch.cat(ys)
+
+
+def pair_batch(batch: Any) -> Batch:
+    """The default ``to_xy``: a batch that is an (inputs, labels) pair."""
+    if isinstance(batch, Mapping):
+        raise ValueError(
+            f"to_xy: the data loader yields dict batches (keys {sorted(batch)}): pass "
+            "to_xy=... naming its inputs and labels, e.g. to_xy=lambda b: (b['img'], "
+            "b['label'])"
+        )
+    if not isinstance(batch, Sequence) or len(batch) != 2:
+        raise ValueError(
+            f"to_xy: a batch of type {type(batch).__name__} is not an (inputs, labels) "
+            "pair: pass to_xy=... that returns (inputs, labels) tensors"
+        )
+    return batch[0], batch[1]

@@ -1,0 +1,7 @@
+"""``python -m fedram_flwr.cli``: the ``fedram`` command."""
+
+import sys
+
+from fedram_flwr.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,385 @@
+"""Typed, frozen scenario configuration loaded from YAML.
+
+A scenario file is the single source of truth of a run. Every section is a frozen
+dataclass; unknown keys and bad values raise :class:`ScenarioError` naming the field
+(``algorithm.alpha``) and the allowed values. This module is the schema only and imports
+nothing from the package but its leaves :mod:`fedram_flwr.scenario.schema` (the error and the
+YAML coercion), :mod:`fedram_flwr.scenario.sweep` (sweeps and dotted overrides) and
+:mod:`fedram_flwr.scenario.time_config` (the ``time:`` section):
+``algorithm.params`` and ``availability.params`` are checked by the parameter class
+registered for their name, in :mod:`fedram_flwr.registry`, whose
+``load_scenario`` / ``scenario_from_dict`` / ``with_overrides`` (schema + registry) are
+the ways to make a scenario.
+
+Relative paths (``data.root``, an oracle's ``params.path``, e.g. the trace file) resolve
+against the working directory of the process that loads the scenario, when it is loaded
+(:func:`fedram_flwr.scenario.schema.absolute_path`): a resolved scenario holds absolute paths, so
+the run folder's ``scenario.yaml`` and the scenario ``fedram run`` hands the Flower
+engines (whose processes run in other folders) name the files the in-process engine reads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from fedram_flwr.scenario.schema import (
+    MAX_YAML_CHARS,
+    ScenarioError,
+    absolute_path,
+    build_dataclass,
+    check_range,
+    load_yaml,
+    plain_name,
+)
+from fedram_flwr.scenario.sweep import apply_overrides as apply_overrides
+from fedram_flwr.scenario.sweep import label_part, plain, swept_values
+from fedram_flwr.scenario.time_config import (  # the time section, re-exported
+    ClockAvailabilityConfig as ClockAvailabilityConfig,
+)
+from fedram_flwr.scenario.time_config import LogNormalLaw as LogNormalLaw
+from fedram_flwr.scenario.time_config import RoundPolicyConfig as RoundPolicyConfig
+from fedram_flwr.scenario.time_config import SpeedsConfig as SpeedsConfig
+from fedram_flwr.scenario.time_config import TimeConfig
+
+MAX_CLIENTS = 100_000
+"""The most clients a scenario may have (``data.num_clients``): far above any experiment
+here, low enough that every per-client array of a scenario fits in memory at load."""
+
+DEFAULT_MAX_FAILED_ROUNDS = 3
+"""``max_failed_rounds``'s default: rounds in a row in which every selected client failed
+(nothing aggregated) after which a run stops with an error quoting the clients' first
+error (:mod:`fedram_flwr.strategies.rounds`; the strategies' and ``with_availability``'s
+argument of the same name defaults to it too)."""
+
+MAX_SEED = 2**32 - 1
+"""Seeds are 0..2**32 - 1: numpy's legacy ``RandomState`` range, well inside what
+``SeedSequence`` (any integer >= 0) and ``torch.Generator.manual_seed`` (< 2**64) take."""
+
+
+# --------------------------------------------------------------------------- sections
+@dataclass(frozen=True)
+class DataConfig:
+    """Dataset and partition (the paper's rare-pattern split, Sec. 4)."""
+
+    dataset: Literal[
+        "fashion-mnist", "mnist", "cifar10", "svhn", "cinic10", "gaussian2d", "synthetic"
+    ] = "fashion-mnist"
+    root: str = "data"
+    num_clients: int = 30
+    # M: fraction of users (the most likely ones) that are "frequent".
+    frequent_fraction: float = 0.9
+    # r: fraction of the patterns (classes) the frequent users share.
+    frequent_pattern_fraction: float = 0.8
+    # Which classes only rare users hold; default: the last (1 - r) * C classes.
+    rare_classes: tuple[int, ...] | None = None
+    # Explicit classes per client (overrides the M/r split; Fig. 2a/2b).
+    client_classes: tuple[tuple[int, ...], ...] | None = None
+    # Keep this fraction of each class of the training set (scaled-down runs).
+    train_fraction: float = 1.0
+    # Image datasets: keep only these classes, relabelled 0..k-1 in this order
+    # (RC-FL Sec. 6: t-shirt/top, pullover, shirt = [0, 2, 6]).
+    keep_classes: tuple[int, ...] | None = None
+    # Image datasets: pool the training and test files and split every client's
+    # samples into (train, validation, test) fractions (RC-FL Sec. 6: [0.8, 0.1, 0.1]);
+    # the server's test set is the union of the clients' test splits, validation is
+    # held out. Default: the dataset's own test set.
+    client_split: tuple[float, ...] | None = None
+    # gaussian2d only.
+    num_classes: int = 3
+    samples_per_class: int = 300
+    cluster_std: float = 0.6
+    # Class centres; default: evenly on a circle of radius 3.
+    centres: tuple[tuple[float, ...], ...] | None = None
+    # Image datasets: "dirichlet" gives each class to the clients in Dirichlet(varsigma)
+    # proportions (CA-Fed Sec. V-A b) instead of the rare-pattern split; "two-classes"
+    # gives each client two distinct classes, each class split evenly (FedAR Sec. 6.1).
+    partition: Literal["rare-patterns", "dirichlet", "two-classes"] = "rare-patterns"
+    dirichlet_concentration: float = 0.5
+    # synthetic only: LEAF Synthetic(gamma, delta) (CA-Fed Sec. V-A b; num_classes classes).
+    synthetic_gamma: float = 0.5
+    synthetic_delta: float = 0.5
+    synthetic_dim: int = 60
+
+    def __post_init__(self) -> None:
+        # Relative paths resolve against the working directory at load (module docstring).
+        object.__setattr__(self, "root", absolute_path(self.root))
+        check_range("data.num_clients", self.num_clients, 1, MAX_CLIENTS)
+        check_range("data.frequent_fraction", self.frequent_fraction, 0.0, 1.0, lo_open=True)
+        check_range(
+            "data.frequent_pattern_fraction",
+            self.frequent_pattern_fraction,
+            0.0,
+            1.0,
+            lo_open=True,
+        )
+        check_range("data.train_fraction", self.train_fraction, 0.0, 1.0, lo_open=True)
+        check_range("data.num_classes", self.num_classes, 2, None)
+        check_range("data.samples_per_class", self.samples_per_class, 1, None)
+        check_range("data.cluster_std", self.cluster_std, 0.0, None)
+        check_range(
+            "data.dirichlet_concentration", self.dirichlet_concentration, 0.0, None, lo_open=True
+        )
+        check_range("data.synthetic_gamma", self.synthetic_gamma, 0.0, None)
+        check_range("data.synthetic_delta", self.synthetic_delta, 0.0, None)
+        check_range("data.synthetic_dim", self.synthetic_dim, 1, None)
+        if self.partition != "rare-patterns" and self.client_classes is not None:
+            raise ScenarioError(
+                f"data.partition: {self.partition} chooses each client's classes; remove "
+                "data.client_classes"
+            )
+        if self.dataset == "synthetic" and (
+            self.partition != "rare-patterns" or self.client_classes is not None
+        ):
+            raise ScenarioError(
+                "data.dataset: synthetic generates each client's data (LEAF Synthetic); "
+                "data.partition and data.client_classes apply to the other datasets"
+            )
+        if self.client_split is not None and (
+            len(self.client_split) != 3
+            or min(self.client_split) < 0
+            or self.client_split[0] <= 0
+            or self.client_split[2] <= 0
+            or abs(sum(self.client_split) - 1.0) > 1e-9
+        ):
+            raise ScenarioError(
+                "data.client_split: give [train, validation, test] fractions >= 0 that sum "
+                f"to 1, train and test > 0 (e.g. [0.8, 0.1, 0.1]); got {list(self.client_split)}"
+            )
+        if self.keep_classes is not None and len(set(self.keep_classes)) < 2:
+            raise ScenarioError(
+                f"data.keep_classes: give at least two distinct classes, got {self.keep_classes}"
+            )
+        if self.client_classes is not None and len(self.client_classes) != self.num_clients:
+            raise ScenarioError(
+                f"data.client_classes: has {len(self.client_classes)} entries but "
+                f"data.num_clients is {self.num_clients}; give one class list per client"
+            )
+
+    @property
+    def num_rare_clients(self) -> int:
+        """(100 - M)% of the K users, at least one when M < 1."""
+        if self.frequent_fraction >= 1.0:
+            return 0
+        return max(1, round(self.num_clients * (1.0 - self.frequent_fraction)))
+
+
+@dataclass(frozen=True)
+class AvailabilityConfig:
+    """Which availability oracle (ClientManager) relays clients, and its parameters."""
+
+    oracle: str = "ram"
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # An oracle's ``path`` (the trace file) is a path like data.root: made absolute.
+        if isinstance(self.params.get("path"), str):
+            params = {**self.params, "path": absolute_path(self.params["path"])}
+            object.__setattr__(self, "params", params)
+
+
+@dataclass(frozen=True)
+class AlgorithmConfig:
+    """Which server strategy / client objective, and its hyper-parameters."""
+
+    name: str = "fedavg"
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    """Local mini-batch SGD every participating client runs (Alg. 1, lines 5-10)."""
+
+    lr: float = 0.01
+    local_epochs: int = 1
+    # K mini-batch steps instead of local_epochs epochs (FedAR Sec. 6.1: K = 5).
+    local_steps: int | None = None
+    batch_size: int = 128
+    weight_decay: float = 0.0
+    # False: a pass's last, smaller mini-batch (B not dividing n) is a step of its own;
+    # True: it is dropped, as the FedAR/MIFA/FedVARP/FedAU authors' code does (for a
+    # client with few examples under 1/p_i weighting, that step adds update variance).
+    drop_last: bool = False
+    # The local step size over rounds: constant, or FedAWE's inv-sqrt eta_0 / sqrt(t/10 + 1)
+    # with t = round - 1 (FedAWE App. J, Table 6; fedram_flwr.clients.lr_schedule).
+    lr_schedule: Literal["constant", "inv-sqrt"] = "constant"
+    # Where clients train and the server evaluates: cpu, cuda (an NVIDIA GPU), or auto
+    # (cuda where torch sees one, else cpu). Data and models stay on it; GPU arithmetic
+    # rounds differently from the CPU's (results agree to a tolerance, not bit for bit).
+    device: Literal["cpu", "cuda", "auto"] = "cpu"
+
+    def __post_init__(self) -> None:
+        check_range("training.lr", self.lr, 0.0, None, lo_open=True)
+        check_range("training.local_epochs", self.local_epochs, 1, None)
+        if self.local_steps is not None:
+            check_range("training.local_steps", self.local_steps, 1, None)
+        check_range("training.batch_size", self.batch_size, 1, None)
+        check_range("training.weight_decay", self.weight_decay, 0.0, None)
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    name: Literal[
+        "logreg",
+        "mlp",
+        "cnn",
+        "lenet5",
+        "resnet18",
+        "fedawe-cnn-svhn",
+        "fedawe-cnn-cifar10",
+        "fedawe-cnn-cinic10",
+    ] = "cnn"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One experiment: data, availability, algorithm, model, schedule and seeds."""
+
+    name: str
+    rounds: int
+    data: DataConfig = field(default_factory=DataConfig)
+    availability: AvailabilityConfig = field(default_factory=AvailabilityConfig)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    training: TrainingConfig = field(default_factory=TrainingConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    # The time model (issue 28): None counts rounds, one round per tick, as before.
+    time: TimeConfig | None = None
+    eval_every: int = 10
+    # At each evaluation also the global model's loss on the union of the clients'
+    # training data and its accuracy on each client's own data (FedAR Sec. 6, Table 3),
+    # and on each client's test data with the HCVaR of the clients' test losses (RC-FL
+    # Sec. 6, Table 1; evaluation.client_test_metrics).
+    client_metrics: bool = False
+    # alpha of that HCVaR (RC-FL Def. 2): one value for all clients or one per client.
+    hcvar_alpha: tuple[float, ...] = (0.5,)
+    seeds: tuple[int, ...] = (0,)
+    # Rounds in a row in which every selected client failed (errors, NaN or inf updates:
+    # nothing aggregated) after which the run stops, failed, quoting the first error.
+    max_failed_rounds: int = DEFAULT_MAX_FAILED_ROUNDS
+    # Grid of dotted-field overrides, expanded into one variant per combination; a
+    # section's values may be whole mappings (``algorithm: [{name: afl, params: ...}]``,
+    # labelled ``name=afl``) so each algorithm keeps its own parameters.
+    sweep: Mapping[str, list[Any]] = field(default_factory=dict)
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        check_range("rounds", self.rounds, 1, None)
+        check_range("eval_every", self.eval_every, 1, None)
+        check_range("max_failed_rounds", self.max_failed_rounds, 1, None)
+        if len(self.hcvar_alpha) not in (1, self.data.num_clients):
+            raise ScenarioError(
+                f"hcvar_alpha: give one value or one per client ({self.data.num_clients}), "
+                f"got {len(self.hcvar_alpha)}"
+            )
+        if self.time is not None:
+            self.time.check_clients(self.data.num_clients)
+        for i, a in enumerate(self.hcvar_alpha):
+            check_range(f"hcvar_alpha[{i}]", a, 0.0, 1.0, lo_open=True)
+        if not self.seeds:
+            raise ScenarioError("seeds: give at least one seed, e.g. seeds: [0, 1, 2]")
+        for i, seed in enumerate(self.seeds):
+            check_range(f"seeds[{i}]", seed, 0, MAX_SEED)
+        plain_name(self.name, "name")  # a folder of every run's path
+        swept_values(self.sweep)  # the keys' value lists and zipped rows, named
+        if self.sweep:  # a bad sweep key or value fails at load time, not mid-run
+            try:
+                self.variants()
+            except ScenarioError as err:
+                raise ScenarioError(f"sweep: {err}") from None
+
+    # -------------------------------------------------------------- conveniences
+    def to_dict(self) -> dict[str, Any]:
+        out = plain(dataclasses.asdict(self))
+        # Defaults of settings added later are left out: run folders (scenario.yaml,
+        # fingerprints) written before the setting existed still match their scenarios.
+        for key, default in (("device", "cpu"), ("lr_schedule", "constant")):
+            if out["training"][key] == default:
+                del out["training"][key]
+        if out["max_failed_rounds"] == DEFAULT_MAX_FAILED_ROUNDS:
+            del out["max_failed_rounds"]
+        if out["time"] is None:
+            del out["time"]
+        return out
+
+    def variants(self) -> list[tuple[str, Scenario]]:
+        """Expand ``sweep`` into ``(label, scenario)`` pairs (one pair when empty).
+
+        Schema-checked here; the registry validated every variant with the scenario."""
+        if not self.sweep:
+            return [("default", self)]
+        out = []
+        for swept in swept_values(self.sweep):
+            label = "_".join(label_part(k, v) for k, v in swept.items())
+            base = self.to_dict()
+            base["sweep"] = {}
+            out.append((label, parse_scenario(apply_overrides(base, swept))))
+        labels = [label for label, _ in out]
+        if len(set(labels)) < len(labels):
+            dup = next(x for x in labels if labels.count(x) > 1)
+            raise ScenarioError(
+                f"sweep: two variants are labelled {dup!r} (a section given as a mapping is "
+                "labelled by its name only); sweep the differing field instead"
+            )
+        return out
+
+
+# ----------------------------------------------------------------------- loading
+def read_scenario_file(path: str | Path) -> dict[str, Any]:
+    """The raw mapping of a scenario YAML file (``name`` defaults to the file's stem)."""
+    path = Path(path)
+    if not path.is_file():
+        if path.exists():  # a folder, a FIFO (which would block a read), a device
+            raise ScenarioError(f"{path}: not a regular file; give a scenario's YAML file")
+        raise ScenarioError(f"scenario file not found: {path}")
+    try:
+        with path.open("rb") as fh:  # at most what load_yaml reads, whatever the file's size
+            data = fh.read(4 * MAX_YAML_CHARS + 1)
+        if len(data) > 4 * MAX_YAML_CHARS:
+            raise ScenarioError(f"{path}: refused: over {4 * MAX_YAML_CHARS:,} bytes of YAML")
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ScenarioError(
+            f"{path}: not UTF-8 text (byte 0x{err.object[err.start]:02x} at offset {err.start})"
+        ) from None
+    except OSError as err:
+        raise ScenarioError(f"{path}: cannot read ({err.strerror})") from None
+    raw = load_yaml(text, str(path))
+    if not isinstance(raw, dict):
+        raise ScenarioError(f"{path}: a scenario must be a YAML mapping")
+    raw.setdefault("name", path.stem)
+    return raw
+
+
+def parse_scenario(raw: Mapping[str, Any]) -> Scenario:
+    """The schema half of :func:`fedram_flwr.registry.scenario_from_dict`: types, ranges
+    and keys of every section, not the registered ``params``."""
+    return build_dataclass(Scenario, raw, "")
+
+
+Check = Callable[[Scenario], Scenario]
+"""A check of a parsed scenario that returns it or raises :class:`ScenarioError`."""
+
+
+def parse_scenario_file(path: str | Path, check: Check | None = None) -> Scenario:
+    """Read and parse a scenario YAML file, then ``check`` it (the registry's ``validate``,
+    in :func:`fedram_flwr.registry.load_scenario`; none on a node, which reads the file its
+    server validated); errors name the file and the field."""
+    raw = read_scenario_file(path)
+    try:
+        scenario = parse_scenario(raw)
+        return scenario if check is None else check(scenario)
+    except ScenarioError as err:
+        raise ScenarioError(f"{path}: {err}") from None
+
+
+def parse_with_overrides(
+    scenario: Scenario, overrides: Mapping[str, Any], check: Check | None = None
+) -> Scenario:
+    """A copy of ``scenario`` with dotted-path overrides (``algorithm.params.alpha``, or
+    its short form ``algorithm.alpha``), parsed, then ``check``-ed (as
+    :func:`parse_scenario_file`)."""
+    changed = parse_scenario(apply_overrides(scenario.to_dict(), overrides))
+    return changed if check is None else check(changed)
