@@ -1,9 +1,22 @@
-"""Local objectives, imported as ``fedram_flwr.clients``.
+"""The client side, imported as ``fedram_flwr.clients``.
 
-The legacy NumPyClients, and the Message-API building blocks a user's ``@app.train()`` /
-``@app.evaluate()`` calls (:mod:`fedram_flwr.clients.message`), both over one local fit
-per objective; with the client side of the partition-id contract
-(``partition_id_query``), everything a Message-API ClientApp imports from the project.
+Everything a SuperNode runs of the project, and nothing of the server side
+(``tests/test_imports.py``):
+
+- The local objectives, one local fit each: the legacy NumPyClients (``erm``, ``cvar``,
+  ``ca_fed``, ``rc_fl``, ``scaffold``) and the Message-API building blocks a user's
+  ``@app.train()`` / ``@app.evaluate()`` calls (:mod:`~fedram_flwr.clients.train_blocks`,
+  :mod:`~fedram_flwr.clients.message`, :mod:`~fedram_flwr.clients.wire`).
+- The learning task they share: :mod:`~fedram_flwr.clients.models`, local SGD
+  (:mod:`~fedram_flwr.clients.training` over :mod:`~fedram_flwr.clients.batches`, with
+  :mod:`~fedram_flwr.clients.optimizers` and :mod:`~fedram_flwr.clients.lr_schedule`) and
+  :mod:`~fedram_flwr.clients.evaluation` (which the server's central evaluation uses too).
+- The node: :mod:`~fedram_flwr.clients.node` (a node's data, model and client for a
+  scenario), :mod:`~fedram_flwr.clients.app` (the project's ClientApp, named in
+  ``pyproject.toml``) and the node's half of the partition-id query
+  (:mod:`~fedram_flwr.clients.partition_query`).
+
+This face re-exports what a user's ClientApp imports.
 """
 
 from fedram_flwr.clients.ca_fed import CAFedClient

@@ -1,7 +1,11 @@
-"""Server-side evaluation: overall, per-class and rare-pattern test metrics; optionally
-the global training loss and the per-client accuracy distribution on the clients'
-training data (FedAR Table 3) and test data, with the HCVaR of the clients' test
-losses (RC-FL Table 1, Def. 2)."""
+"""Evaluation of a model on data.
+
+What the server's central evaluation reports (overall, per-class and rare-pattern test
+metrics; optionally the global training loss and the per-client accuracy distribution on
+the clients' training data (FedAR Table 3) and test data, with the HCVaR of the clients'
+test losses (RC-FL Table 1, Def. 2)), and the passes a client's ``@app.evaluate()`` block
+makes on its own data.
+"""
 
 from __future__ import annotations
 
