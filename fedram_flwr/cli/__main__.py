@@ -2,6 +2,6 @@
 
 import sys
 
-from fedram_flwr.cli.main import main
+from fedram_flwr.cli import main
 
 sys.exit(main())

@@ -607,3 +607,16 @@ def test_a_run_whose_clients_all_fail_stops_failed_quoting_the_first_error(
     assert "round 1: no update aggregated: 1 of 1 selected clients failed" in caplog.text
     assert "(FailedRoundsError)" in err.strip().splitlines()[-1]
     assert not (run.path / "final_model.npz").exists()
+
+
+def test_python_m_runs_the_command_line() -> None:
+    """``python -m fedram_flwr.cli`` is the ``fedram`` command (the engines' tests and
+    scripts/results_unchanged.py start it this way)."""
+    shown = subprocess.run(
+        [sys.executable, "-m", "fedram_flwr.cli", "show", "scenarios/demo.yaml"],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith("name: demo")
