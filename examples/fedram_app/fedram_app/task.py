@@ -29,7 +29,10 @@ def load_data(partition_id: int, num_partitions: int) -> tuple[DataLoader, DataL
     """Partition ``partition_id``'s train and test loaders: each partition's points sit
     elsewhere in the plane, so the partitions' objectives differ."""
     shift = partition_id / max(num_partitions - 1, 1)
-    train = DataLoader(points(partition_id, 64, shift), batch_size=16, shuffle=True)
+    # shuffled by a generator of the partition's own, so that a run replays exactly
+    order = torch.Generator().manual_seed(partition_id)
+    train_set = points(partition_id, 64, shift)
+    train = DataLoader(train_set, batch_size=16, shuffle=True, generator=order)
     test = DataLoader(points(1000 + partition_id, 32, shift), batch_size=32)
     return train, test
 
