@@ -47,7 +47,7 @@ print('\n'.join(p['dependencies'] + p['optional-dependencies']['experiments']))"
 # SuperLink's processes), then staged to /app as a FAB holds it, strategies/ and clients/
 # inside the package as installed. `flwr run /app` (service "submit") ships it to the
 # SuperLink as a FAB.
-COPY README.md /src/
+COPY README.md LICENSE /src/
 COPY fedram_flwr /src/fedram_flwr
 COPY strategies /src/strategies
 COPY clients /src/clients

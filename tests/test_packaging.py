@@ -30,10 +30,10 @@ MAPPED = {"strategies": "fedram_flwr/strategies", "clients": "fedram_flwr/client
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The wheel built (offline, no isolation) from a copy of the project: its
-    pyproject.toml, README.md and every top-level Python package folder (tests/ too, so
-    that a wheel picking it up would show)."""
+    pyproject.toml, README.md, LICENSE and every top-level Python package folder (tests/
+    too, so that a wheel picking it up would show)."""
     src = tmp_path_factory.mktemp("src")
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy2(APP_ROOT / name, src / name)
     for folder in APP_ROOT.iterdir():
         if (folder / "__init__.py").is_file():
@@ -62,6 +62,7 @@ def test_wheel_holds_only_the_package(wheel_names: list[str]) -> None:
         n for n in wheel_names if not n.startswith(("fedram_flwr/", "fedram_flwr-0.1.0.dist-info/"))
     ]
     assert not outside, f"the wheel holds files outside fedram_flwr/: {outside}"
+    assert "fedram_flwr-0.1.0.dist-info/licenses/LICENSE" in wheel_names  # Apache-2.0
 
 
 def test_wheel_holds_every_module_at_its_installed_place(wheel_names: list[str]) -> None:

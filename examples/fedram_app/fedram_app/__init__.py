@@ -1,0 +1,1 @@
+"""fedram-app: Fed-CVaR-Avg under Bernoulli availability, on fedram-flwr."""
