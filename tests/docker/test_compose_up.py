@@ -265,8 +265,8 @@ def test_tls_compose_run_finishes_without_a_killed_supernode(stack: Stack, tmp_p
     assert all(r["relayed"] == [0, 1, 2] for r in rows[:2])
     # Once killed, partition 2 is never relayed again. Each failure leaves it out for
     # retry_after = 2 rounds; then, if the SuperLink still lists it (its heartbeats expire
-    # within 60 s, longer than 3 rounds on a loaded machine: it failed twice at load ~10 in
-    # session 8), it is asked again and fails again. The last round runs on the survivors.
+    # within 60 s, longer than 3 rounds on a loaded machine: it failed twice at load ~10),
+    # it is asked again and fails again. The last round runs on the survivors.
     after = rows[killed_after - 1 :]
     assert all(2 not in r["relayed"] for r in after[1:])
     assert all(r["failed"] in ([], [2]) for r in after)
