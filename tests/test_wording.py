@@ -1,7 +1,8 @@
 """The product speaks to its users: no tracked text file (docs, code, comments, tests,
-scripts, scenarios) cites the work items it was built in ("issue 27", "the issue's",
-"this session"), which its users cannot see. Say the thing itself: "the deadline policy",
-"before the change to F3AST's estimator on 2026-11-26"."""
+scripts, scenarios) cites the tasks it was built in (a tracker's numbers, which sitting built
+what), which its users cannot see. Say the thing itself: "the deadline policy",
+"before the change to F3AST's estimator on 2026-11-26". The samples below are spelled
+with placeholders so that this file passes a plain ``git grep`` for such words too."""
 
 from __future__ import annotations
 
@@ -15,12 +16,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 WORK_WORDS = re.compile(
     r"""
-      \bissues?\s+\#?\d+                    # issue 27, issues 3, issue #40
-    | \bthe\s+issue\b                       # the issue, the issue's
+      \bissues?\s+\#?\d+                    # a tracker's number
+    | \bthe\s+issue\b                       # and its possessive
     | \bwork\s+items?\b
-    | \bsession\s+\d+\b                     # session 8
+    | \bsession\s+\d+\b                     # a numbered sitting
     | \b(?:this|that|the|a|one|second|third|fourth|previous|earlier|last|next|later|other)
-      \s+sessions?\b(?!\s+of\s+its\s+own)   # this session; not "a session of its own"
+      \s+sessions?\b(?!\s+of\s+its\s+own)   # not a process's "session of its own"
     | \bthe\s+card's\b
     """,
     re.IGNORECASE | re.VERBOSE,
@@ -28,10 +29,8 @@ WORK_WORDS = re.compile(
 """Words about how the project was built. Legitimate uses pass: pytest's "test session"
 (no determiner right before "session"), a process "in a session of its own"."""
 
-ALLOWED: dict[str, str] = {
-    "tests/test_wording.py": "this file's own examples",
-}
-"""Tracked files exempt from the check, each with the reason."""
+ALLOWED: dict[str, str] = {}
+"""Tracked files exempt from the check, each with the reason (none so far)."""
 
 
 def work_words(text: str) -> list[str]:
@@ -39,27 +38,31 @@ def work_words(text: str) -> list[str]:
     return [m.group(0) for m in WORK_WORDS.finditer(text)]
 
 
+W = {"I": "iss" + "ue", "S": "sess" + "ion", "WI": "work " + "item", "C": "card" + "'s"}
+"""The words the samples are spelled with."""
+
+
 @pytest.mark.parametrize(
     "text",
     [
-        "Tried as a new user would (issue 40).",
-        "Issue 28, item 3. Pure functions",
-        "the rule before issues 27 and 28",
-        "see issue #12",
-        "the issue's smallest case",
-        "as the issue states the step",
-        "no GPU was lent to this session",
-        "It ran in the third session, at 5e26006.",
-        "the p_min = 0.1 half ran in session 8",
-        "FedAR logreg (earlier session)",
-        "a VM shared with five other sessions",
-        "the next work item",
-        "the card's ClientManager",
-        "checked against the\nissue and the code",
+        "Tried as a new user would ({I} 40).",
+        "{I} 28, item 3. Pure functions",
+        "the rule before {I}s 27 and 28",
+        "see {I} #12",
+        "the {I}'s smallest case",
+        "as the {I} states the step",
+        "no GPU was lent to this {S}",
+        "It ran in the third {S}, at 5e26006.",
+        "the p_min = 0.1 half ran in {S} 8",
+        "FedAR logreg (earlier {S})",
+        "a VM shared with five other {S}s",
+        "the next {WI}",
+        "the {C} ClientManager",
+        "checked against the\n{I} and the code",
     ],
 )
 def test_the_matcher_finds_work_item_words(text: str) -> None:
-    assert work_words(text), text
+    assert work_words(text.format(**W)), text
 
 
 @pytest.mark.parametrize(
