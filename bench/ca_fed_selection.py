@@ -1,4 +1,4 @@
-"""Server-side time of one CA-Fed selection for N clients (issue 3's benchmark).
+"""Server-side time of one CA-Fed selection for N clients.
 
 One selection is what :class:`~fedram_flwr.strategies.ca_fed.CAFed` computes in
 ``aggregate_fit`` before it touches any model: the availability tracker's update with

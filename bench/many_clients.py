@@ -177,7 +177,7 @@ def full_length_checkpoints(name: str) -> int:
     every 10 rounds for CA-Fed's 200, 15 for FedAR's 300), which the timed runs keep:
     at ``--rounds`` 12 the engine's default would checkpoint (two fsyncs) after every
     round, a cost a full-length run pays once in K rounds (measured on the shared
-    machine: ~25 ms a round of CA-Fed Synthetic's ~75 ms under other sessions' disk
+    machine: ~25 ms a round of CA-Fed Synthetic's ~75 ms under other processes' disk
     writes)."""
     return default_checkpoint_every(load_scenario(ROOT / WORKLOADS[name][0]).rounds)
 

@@ -9,7 +9,7 @@ list as entropy for a ``SeedSequence``: ``stream(name, seed, *keys)`` is
 
 The salts are the ones results were produced with; changing one changes results.
 Every stream has its own salt (two streams keyed alike on one salt would draw the same
-numbers: ``fedavg-s-subsample`` shared ``ram-relay``'s 0x5A3 until issue 13).
+numbers: ``fedavg-s-subsample`` shared ``ram-relay``'s 0x5A3 until 2026-11-23).
 """
 
 from __future__ import annotations

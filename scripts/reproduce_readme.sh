@@ -21,7 +21,7 @@ cp "$t1/alpha=0.1/seed0/relays.png" docs/results/table1_scaled/seed0_relays.png
   --out docs/results/bench
 .venv/bin/python bench/engine_overhead.py --scenario scenarios/fig2a_gaussian_3users.yaml \
   --rounds 100 --local-epochs 1 --repeats 2 --flwr --out docs/results/bench_light
-# CA-Fed (issue 3): Synthetic scenario (5 algorithms + 2 CA-Fed variants x 3 seeds, which
+# CA-Fed: Synthetic scenario (5 algorithms + 2 CA-Fed variants x 3 seeds, which
 # join one folder and report; 1-4 min a run on 2 busy cores), the kappa_bar^2 sweep and
 # the spatial (clustered) scenario scaled to seed 0 (the sweep also to T=200), Fig. 4a
 # estimator errors and the selection benchmark (pure numpy, seconds).
@@ -48,7 +48,7 @@ cp "$OUT/ca_fed_spatial_synthetic/name=ca-fed/seed0/inclusion.png" \
   --out docs/results/ca_fed_estimators
 .venv/bin/python bench/ca_fed_selection.py --clients 100 10000 100000 --repeats 20 \
   --out docs/results/ca_fed_bench
-# FedAR (issue 4): Fashion-MNIST, 7 algorithms x 3 seeds. p_min=0.1 at 150 rounds (one
+# FedAR: Fashion-MNIST, 7 algorithms x 3 seeds. p_min=0.1 at 150 rounds (one
 # process, ~1 h on 2 busy cores) -> docs/results/fedar; p_min in {0.1, 0.5} at 50 rounds
 # (evaluated every 5; two processes in parallel) -> docs/results/fedar_50rounds.
 fa=fedar_fashion_mnist
@@ -80,14 +80,14 @@ cp "$OUT/fedar_n50/fedar_num_clients/report.md" "$OUT/fedar_n50/fedar_num_client
   docs/results/fedar_num_clients/
 OMP_NUM_THREADS=1 .venv/bin/python bench/update_memory.py --clients 100 1000 \
   --models lenet5 logreg >docs/results/fedar/update_memory.jsonl
-# Deployment Engine (issue 6): wall time per round in the three engines (Deployment with
+# Deployment Engine: wall time per round in the three engines (Deployment with
 # Flower's defaults, with the SuperExec poll lowered, and with TLS; ~25 min on 2 busy
 # cores), then the SuperNode fault run (SuperNode 2 SIGKILLed after round 3; ~10 min).
 OMP_NUM_THREADS=1 .venv/bin/python bench/engines.py --rounds 6 --out docs/results/engines
 OMP_NUM_THREADS=1 .venv/bin/python bench/deployment_fault.py --partition 2 --after 3 \
   --out docs/results/engines
 
-# RC-FL (issue 5): Fashion-MNIST three clients, FedAvg / AFL / q-FFL / rFedFair x 3 seeds
+# RC-FL: Fashion-MNIST three clients, FedAvg / AFL / q-FFL / rFedFair x 3 seeds
 # (120 rounds, ~15-50 min on the 2 shared cores); then Fed-CVaR-Avg's scaled Table 1 with
 # the fairness metrics on, scaled further (400 rounds of H=2 local epochs, ~30 min).
 rc=rcfl_fashion_mnist_3clients
@@ -112,14 +112,14 @@ cp "$OUT/rcfl_alpha_p/$rc/report.md" docs/results/rcfl/alpha034_kappa5/
 cp "$OUT/rcfl_fashion_mnist_kappa1/report.md" "$OUT/rcfl_fashion_mnist_kappa1/client_test_accuracy.png" \
   docs/results/rcfl/kappa1/
 cp "$OUT/rcfl_alpha_p/rcfl_fashion_mnist_kappa1/report.md" docs/results/rcfl/alpha034_kappa1/
-# FedAWE Table 2 (issue 17) on Fashion-MNIST, scaled down (docs/fedawe.md): 8 algorithms x 4
+# FedAWE Table 2 on Fashion-MNIST, scaled down (docs/fedawe.md): 8 algorithms x 4
 # dynamics x 3 seeds at 100 rounds, two runs at a time on a private local Ray (~60 min on
 # the 2 shared cores).
 fa=fedawe_table2_fashion_mnist
 OMP_NUM_THREADS=1 .venv/bin/fedram run "scenarios/$fa.yaml" --ray --out "$OUT" >/dev/null
 mkdir -p docs/results/fedawe_table2
 cp "$OUT/$fa/report.md" docs/results/fedawe_table2/
-# Issue 15, the scenario-scale runs: FedAR at the scenario's 300 rounds, both p_min (42 runs,
+# The scenario-scale runs: FedAR at the scenario's 300 rounds, both p_min (42 runs,
 # 1-15 min each beside other work here) -> docs/results/fedar_300rounds; CA-Fed Synthetic's learning
 # rates chosen per algorithm on tuning seeds 100-101 (150 runs), then the chosen rows (the
 # sweep of ca_fed_synthetic_tuned.yaml, which `fedram report` printed for the grid) on
@@ -135,7 +135,7 @@ mkdir -p docs/results/ca_fed_lr_grid docs/results/ca_fed_tuned
 cp "$OUT/ca_fed_synthetic_lr_grid/report.md" docs/results/ca_fed_lr_grid/
 cp "$OUT/ca_fed_synthetic_tuned/report.md" "$OUT/ca_fed_synthetic_tuned"/{curves,group_weights}.png \
   docs/results/ca_fed_tuned/
-# Issue 27 item 5: the two new algorithms' claims in their own availability settings, each
+# Debiasing FedAvg's and Amplified SCAFFOLD's claims in their own availability settings, each
 # against FedAvg, FedAU, MIFA and FedAWE, 3 seeds (4 and 7 min one by one on the 2 shared
 # cores) -> docs/results/debiasing_fedavg_claim, docs/results/amplified_scaffold_claim.
 for s in debiasing_fedavg_claim_fashion_mnist amplified_scaffold_claim_fashion_mnist; do
@@ -147,7 +147,7 @@ as="$OUT/amplified_scaffold_claim_fashion_mnist"
 cp "$as"/{report.md,curves.png} docs/results/amplified_scaffold_claim/
 .venv/bin/python scripts/class_groups_table.py "$as" --round 200 --groups 5 \
   > docs/results/amplified_scaffold_claim/period_end_groups.md
-# Issue 28 item 6: FedAvg waiting for all, with a deadline, over-selecting, FedBuff and the
+# On the clock: FedAvg waiting for all, with a deadline, over-selecting, FedBuff and the
 # memory methods fed late updates on one simulated clock, 3 seeds, cut at 6 simulated
 # hours (27 runs, 44 min in 3-5 processes on the 2 shared cores) -> docs/results/time_results.
 tr="$OUT/time_results_fashion_mnist"
@@ -157,7 +157,7 @@ mkdir -p docs/results/time_results
 cp "$tr"/{report.md,curves.png,curves_time.png} docs/results/time_results/
 .venv/bin/python scripts/time_results_figure.py "$tr" --budget 6 \
   --out docs/results/time_results/accuracy_time_work.png
-# Issue 27 item 4: FedAWE Table 2 with the paper's tuning protocol (App. J), scaled to this
+# FedAWE Table 2 with the paper's tuning protocol (App. J), scaled to this
 # machine (docs/fedawe.md): logistic regression, a 3 x 3 corner of the 6 x 6 (eta_0, eta_g)
 # grid (72 runs), tuning and final runs (96) of 100 rounds (~40 min, two at a time). On a
 # GPU the whole protocol is `python scripts/fedawe_table2_tuned.py --device cuda`.

@@ -234,7 +234,7 @@ class F3ASTCore(AvailabilityAwareCore):
     estimate: :func:`smoothed_rate` with ``beta``, r_0 = alpha; the selection ranks by
     r_t, the weights use r_{t+1}; a round in which nobody was available selects nobody:
     r <- (1 - beta) r) or ``ca-fed`` (r = pi, the oracle's or CA-Fed's estimate: this
-    project's rule before issue 27). F3AST's own estimate reads no oracle parameter.
+    project's rule before 2026-11-26). F3AST's own estimate reads no oracle parameter.
     """
 
     clients_per_round: int | None = hyper(

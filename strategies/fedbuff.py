@@ -17,7 +17,7 @@ Choices, and what the references do:
 - **Delta and its sign** as FLSim's ``AsyncAggregationType.fed_buff_aggregation``
   (``flsim/optimizers/async_aggregators.py``): "delta = local_model_before_training -
   final_local_model", the server stepping ``global_model - lr * delta``.
-- **Divide by K**, as issue 28 states the step and the paper's Algorithm 1 averages the
+- **Divide by K**, as the paper's Algorithm 1 averages the
   buffer before the server step (the paper is not in ``papers/``: not checked against its
   text here). FLSim's ``FedBuffAggregator._update_global_model`` sums instead
   (its reducer is ``ReductionType.WEIGHTED_SUM``, ``flsim/reducers/base_round_reducer.py``)
@@ -29,8 +29,8 @@ Choices, and what the references do:
   is FedAvg's round with the unweighted mean of the returned models and the server
   learning rate eta_g: w + eta_g (mean_k y_k - w) (tested).
 - **Staleness weight** (:func:`staleness_weights`): ``polynomial`` 1 / (1 + s)^a with a =
-  0.5 by default, 1 / sqrt(1 + s), the function issue 28 names (the paper's
-  experiments' choice); ``constant`` (1, FLSim's default ``ConstantStalenessWeight``) and
+  0.5 by default, 1 / sqrt(1 + s), the paper's experiments' choice; ``constant`` (1,
+  FLSim's default ``ConstantStalenessWeight``) and
   ``hinge`` (FedAsync, Xie et al. 2019, arXiv 1903.03934, Sec. 5: 1 for s <= b, 1 / (a
   (s - b) + 1) beyond; FedAsync's a = 10, b = 4). FLSim's ``StalenessWeight.weight``
   (``flsim/utils/async_trainer/async_staleness_weights.py``) divides the raw weight by

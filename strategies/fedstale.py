@@ -212,7 +212,7 @@ class FedStaleCore(MemoryCore):
 class FedStaleActiveCore(MemoryCore):
     """FedStale's core over the active set (``fedstale-active``).
 
-    This project's rule before issue 27: :func:`fedstale_active_direction` with weight
+    This project's rule before 2026-11-26: :func:`fedstale_active_direction` with weight
     ``beta`` in [0, 1]; no step in a round without participants (as FedVARP). Equal to
     :class:`FedStaleCore` only when every p_i = |S| / N. The fresh sum is accumulated
     row by row.

@@ -20,7 +20,7 @@ Flower's. What a round does, in this order:
    available in still counts), and ``core.aggregate``.
 
 Round policies on a simulated clock (wait for all, a deadline, over-selection, late
-updates; issue 28) decide which replies reach a round before it is driven here: the
+updates) decide which replies reach a round before it is driven here: the
 Flower-free timed round :mod:`fedram_flwr.clock.rounds` (the pure
 :func:`fedram_flwr.clock.policy.apply_policy` over the clients' finish times, the late
 updates, the clock), called by the legacy API's timed server

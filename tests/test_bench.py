@@ -72,12 +72,12 @@ def test_many_clients_plain_round_is_the_engines_sgd() -> None:
     assert not np.allclose(expected, initial[0])
 
 
-def test_issue_reference_loop_times_each_round_of_the_engines_clients() -> None:
-    bench = load_bench("issue_reference_loop")
+def test_minimal_torch_loop_times_each_round_of_the_engines_clients() -> None:
+    bench = load_bench("minimal_torch_loop")
     gen = torch.Generator().manual_seed(0)
     xs = [torch.randn(20, 784, generator=gen) for _ in range(3)]
     ys = [torch.randint(10, (20,), generator=gen) for _ in range(3)]
-    rows = bench.issue_loop(xs, ys, [[0, 1], [2], []])
+    rows = bench.minimal_loop(xs, ys, [[0, 1], [2], []])
     assert [r["round"] for r in rows] == [1, 2, 3]
     assert all(r["round-seconds"] >= 0 for r in rows)
 

@@ -257,7 +257,7 @@ def test_message_patch_trains_and_evaluates_exactly_the_oracles_nodes(
 def test_the_switched_app_stops_when_its_clients_fail_every_round(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 26's case: Flower's own FedAvg under ``with_availability``, a ClientApp that
+    """Flower's own FedAvg under ``with_availability``, a ClientApp that
     fails in every round. Was: "Received 0 results and n failures" each round, the
     untrained model saved, success; now the third such round stops the app, quoting the
     client's error."""

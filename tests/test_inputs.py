@@ -1,4 +1,4 @@
-"""Hostile and careless inputs (issue 26, item 4): YAML bombs in a scenario file, a
+"""Hostile and careless inputs: YAML bombs in a scenario file, a
 ``--set`` value and a sweep value; names that would be path components; names too long
 for the file system; ``--out ""``. Each is refused with ``fedram: error: ...`` (exit 2)
 naming the source, before anything is run."""

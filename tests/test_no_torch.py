@@ -1,4 +1,4 @@
-"""``fedram`` installed without the ``experiments`` extra (issue 26, item 4): ``--help``
+"""``fedram`` installed without the ``experiments`` extra: ``--help``
 and ``show`` work, ``run`` and ``report`` say which extra to install (exit 2), instead of
 ``ModuleNotFoundError: No module named 'torch'``. A fresh interpreter whose import
 system finds no torch, torchvision or ray stands in for such an install; the commands

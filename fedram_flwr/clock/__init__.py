@@ -1,4 +1,4 @@
-"""The time model (issue 28, items 1-2): device speeds, completion times, a simulated clock.
+"""The time model: device speeds, completion times, a simulated clock.
 
 Numpy only, no Flower: importable by a round driver at any layer above the schema.
 

@@ -1,6 +1,6 @@
 """Round policies: which started clients' updates a round aggregates, given finish times.
 
-Issue 28, item 3. Pure functions on numpy arrays, no Flower: a round driver starts the
+Pure functions on numpy arrays, no Flower: a round driver starts the
 available clients (:func:`~fedram_flwr.clock.simclock.start_round` says when each
 finishes), asks :func:`apply_policy` which updates reach the aggregation, and moves its
 clock on by the realised duration. Three kinds:

@@ -1,6 +1,6 @@
 """A round on the simulated clock, Flower-free: what both Flower APIs' timed runs call.
 
-Issue 28, item 3. The legacy engines' :class:`~fedram_flwr.engines.timed.TimedServer` and
+The legacy engines' :class:`~fedram_flwr.engines.timed.TimedServer` and
 the Message API's :class:`~fedram_flwr.message_api.timed.TimedAvailability` only turn
 their wire types (a ``FitRes``, a ``Message``) into partition ids and replies, call this
 module, and hand its answer back to Flower. One round, in two calls:

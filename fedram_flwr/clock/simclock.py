@@ -1,6 +1,6 @@
 """A run's simulated clock, and when the clients a round starts finish.
 
-A round driver asks three questions (issue 28): at simulated time t, who is available
+A round driver asks three questions: at simulated time t, who is available
 (an availability on the clock, :mod:`fedram_flwr.availability.timed`); if these clients
 start this task now, when does each finish (:func:`start_round`); and the clock moves on
 by the round's duration (:meth:`SimulatedClock.next_round`). Nothing here is random:

@@ -1,4 +1,4 @@
-"""The legacy engines on a simulated clock (issue 28, item 3): round policies.
+"""The legacy engines on a simulated clock: round policies.
 
 A scenario with a ``time:`` section runs its rounds on a
 :class:`~fedram_flwr.clock.SimulatedClock`, in every engine and both Flower APIs. The

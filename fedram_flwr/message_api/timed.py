@@ -1,4 +1,4 @@
-"""The Message API on a simulated clock: round policies for any engine (issue 28, item 3).
+"""The Message API on a simulated clock: round policies for any engine.
 
 :class:`TimedAvailability` is :class:`~fedram_flwr.message_api.availability.AvailabilityStrategy`
 whose oracle relays, in round r, the clients a timed round starts, and whose

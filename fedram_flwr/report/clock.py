@@ -1,4 +1,4 @@
-"""Reports on time (issue 28, item 5): accuracy against simulated hours beside accuracy
+"""Reports on time: accuracy against simulated hours beside accuracy
 against rounds, and the rounds and simulated hours each variant takes to reach a target
 accuracy (``fedram report --target-accuracy 0.7``).
 

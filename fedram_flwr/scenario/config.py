@@ -245,7 +245,7 @@ class Scenario:
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     training: TrainingConfig = field(default_factory=TrainingConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
-    # The time model (issue 28): None counts rounds, one round per tick, as before.
+    # The time model: None counts rounds, one round per tick, as before.
     time: TimeConfig | None = None
     eval_every: int = 10
     # At each evaluation also the global model's loss on the union of the clients'

@@ -1,4 +1,4 @@
-"""The scenario's ``time:`` section (issue 28): device speeds, availability on a simulated
+"""The scenario's ``time:`` section: device speeds, availability on a simulated
 clock and the round policy. A leaf of the schema, like :mod:`fedram_flwr.scenario.config` (which
 re-exports every class here): it imports nothing from the package but
 :mod:`fedram_flwr.scenario.schema`. Errors name the field (``time.policy.deadline_s``) and what is
@@ -110,7 +110,7 @@ class RoundPolicyConfig:
 
 @dataclass(frozen=True)
 class TimeConfig:
-    """The time model (issue 28): device speeds, availability on a simulated clock and
+    """The time model: device speeds, availability on a simulated clock and
     the round policy. Left out, a run counts rounds exactly as before."""
 
     speeds: SpeedsConfig = field(default_factory=SpeedsConfig)

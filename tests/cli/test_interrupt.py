@@ -1,4 +1,4 @@
-"""Ctrl-C in ``fedram run`` (issue 26, item 4): one line saying where the run stopped and
+"""Ctrl-C in ``fedram run``: one line saying where the run stopped and
 what a rerun does, no traceback, exit 130, the run recorded ``interrupted``; in every
 engine. Each run is a process of its own (SIGINT ends it), forked from one interpreter
 (:func:`tests.helpers.run_forked`). The Flower engines are stood in for by a function

@@ -42,7 +42,7 @@ def test_federated_data_checks_client_classes(tiny_scenario) -> None:
 
 
 def test_clients_without_samples_are_listed_briefly(tiny_scenario) -> None:
-    """2000 clients share 120 samples: the error names a few, not all 1880 (issue 13)."""
+    """2000 clients share 120 samples: the error names a few, not all 1880."""
     cfg = with_overrides(
         tiny_scenario,
         {

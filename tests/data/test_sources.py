@@ -205,7 +205,7 @@ def test_missing_files_say_how_to_get_them(tmp_path: Path, monkeypatch, name: st
 def test_relative_data_root_resolves_against_the_working_directory_in_every_engine(
     tmp_path: Path, monkeypatch, offline, no_data_env
 ) -> None:
-    """A relative data.root is made absolute when the scenario is loaded (issue 13): the
+    """A relative data.root is made absolute when the scenario is loaded: the
     scenario ``fedram run`` hands the Flower engines holds the absolute path, so their
     ServerApp, loading it through the run config in its own working directory, reads the
     same MNIST files the in-process engine reads (it used to look in its app folder)."""

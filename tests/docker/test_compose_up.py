@@ -4,7 +4,7 @@ Run by ``scripts/test_docker.sh`` (the third tier: CI runs it after the other tw
 in the suite itself). One private ``dockerd``, a Debian base image and this project's
 image (built from a copy of the working tree, as a user would build it) serve two runs
 of docker-compose.yml, each container on the host's network (``tests/docker/hostnet.py``):
-1. plain gRPC/HTTP, as the README says: ``up --exit-code-from submit`` exits 0, the
+1. plain gRPC/HTTP, as docs/deployment.md says: ``up --exit-code-from submit`` exits 0, the
    results appear in the copy's ``runs/compose/...``, and the final model is *bit for
    bit* the in-process run's (Fig. 2a, one client relayed per round);
 2. TLS (docker-compose.tls.yml after ``deploy/generate_certs.sh``) with SuperNode 2's
@@ -197,7 +197,7 @@ def run_env(scenario: str, seed: int, overrides: str) -> dict[str, str]:
 
 
 def compose_up(stack: Stack, files: tuple[str, ...], name: str, env: dict[str, str]) -> str:
-    """``docker-compose up --exit-code-from submit`` as the README says; its output."""
+    """``docker-compose up --exit-code-from submit`` as docs/deployment.md says; its output."""
     file = compose_file(stack, files, env, name)
     try:
         up = compose(stack, file, "up", "--no-build", "--exit-code-from", "submit", env=env,
@@ -265,8 +265,8 @@ def test_tls_compose_run_finishes_without_a_killed_supernode(stack: Stack, tmp_p
     assert all(r["relayed"] == [0, 1, 2] for r in rows[:2])
     # Once killed, partition 2 is never relayed again. Each failure leaves it out for
     # retry_after = 2 rounds; then, if the SuperLink still lists it (its heartbeats expire
-    # within 60 s, longer than 3 rounds on a loaded machine: it failed twice at load ~10 in
-    # session 8), it is asked again and fails again. The last round runs on the survivors.
+    # within 60 s, longer than 3 rounds on a loaded machine: it failed twice at load ~10),
+    # it is asked again and fails again. The last round runs on the survivors.
     after = rows[killed_after - 1 :]
     assert all(2 not in r["relayed"] for r in after[1:])
     assert all(r["failed"] in ([], [2]) for r in after)

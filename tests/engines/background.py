@@ -11,7 +11,7 @@ with K SuperNodes, a few at a time on each (a deployment mostly waits on Flower'
 polls); runs that need a federation of their own (a SuperNode killed mid-run) get one.
 Each test then waits for its own runs and checks them while the others go on.
 
-Every process started here is stopped by pid when the session ends, also on failure;
+Every process started here is stopped by pid when the test session ends, also on failure;
 :meth:`BackgroundRuns.close` checks that none survived.
 """
 
@@ -78,7 +78,7 @@ def selected_specs(items: Iterable[pytest.Item]) -> dict[str, RunSpec]:
 
 
 class BackgroundRuns:
-    """The session's Flower runs (see the module docstring): started by
+    """The test session's Flower runs (see the module docstring): started by
     :meth:`start`, waited for by :meth:`result`, everything stopped by :meth:`close`."""
 
     def __init__(self, root: Path, specs: dict[str, RunSpec]) -> None:

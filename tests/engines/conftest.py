@@ -1,4 +1,4 @@
-"""Fixtures of the engine tests: the session's Flower runs (:mod:`tests.engines.background`)
+"""Fixtures of the engine tests: the test session's Flower runs (:mod:`tests.engines.background`)
 and the in-process runs they are compared with."""
 
 from __future__ import annotations

@@ -5,14 +5,14 @@
   (fedram_flwr/engines/fedbuff_in_process.py) bit for bit: the same rows (steps, clients,
   versions, staleness, weights, evaluations) and the same final model, with and without
   a time model, on scenarios/fedbuff_gaussian.yaml too.
-- Flower's Simulation Engine (marker ``flwr``; the session's shared Ray cluster,
+- Flower's Simulation Engine (marker ``flwr``; the test session's shared Ray cluster,
   tests/engines/background.py): ``clock: auto`` is the simulated clock there, so the
   same run again, bit for bit.
 - Flower's Deployment Engine (marker ``breadth``; the shared TLS federation of three
   SuperNodes): ``auto`` is the wall clock, real asynchrony. What is deterministic is
   checked: K updates per step, staleness = version at arrival - version sent >= 0 with
   the weights it gives, one row per step, the model moved, every message pulled at the
-  end (the session checks that no process survives its federations).
+  end (the test session checks that no process survives its federations).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Same scenario, same seed, same run: Flower's Simulation and Deployment Engines, through
-the Message API and the legacy API (the card's shape: a legacy Strategy, a ClientManager
+the Message API and the legacy API (a legacy Strategy, a ClientManager
 oracle, NumPyClients), give the in-process legacy run of every case of
 :mod:`tests.engines.cases`: the same clients each round, the same aggregation weights,
 the same rows (timings aside) and the same final model bit for bit.
@@ -29,7 +29,7 @@ from tests.helpers import without_timings
 pytestmark = pytest.mark.flwr
 
 CORE = "fed-cvar-avg-m2"
-"""The first tier's case: the RAM oracle (the card's ClientManager) with two clients
+"""The first tier's case: the RAM oracle (a ClientManager) with two clients
 relayed a round, so the aggregation order matters too."""
 TIMED_CASE = "mifa-deadline"
 """The first tier's timed case, on the Simulation Engine through the Message API: the
@@ -95,7 +95,7 @@ def test_flower_engine_gives_the_in_process_run(
 
 @pytest.mark.flower_runs(SIMULATION)
 def test_simulation_runs_on_the_shared_ray_cluster(flower_runs: BackgroundRuns) -> None:
-    """Flower's Simulation Engine joined the session's Ray cluster (``ray_address``): its
+    """Flower's Simulation Engine joined the test session's Ray cluster (``ray_address``): its
     client actors left their logs in the cluster's session folder."""
     run = flower_runs.result(SIMULATION)
     assert flower_runs.cluster is not None

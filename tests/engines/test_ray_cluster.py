@@ -1,7 +1,7 @@
 """A private Ray head node (``local_cluster``) and Flower's Simulation Engine attached to
 it (``run_with_flwr(..., ray_address=...)``, ``fedram run --engine flwr --ray-address``):
 addresses, errors and stopping, without Ray. Runs on a cluster are checked in
-``test_flower_engines.py`` (every Simulation run there joins the session's cluster), and
+``test_flower_engines.py`` (every Simulation run there joins the test session's cluster), and
 that a cluster leaves nothing behind by ``tests/engines/background.py``.
 """
 

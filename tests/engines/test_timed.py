@@ -1,4 +1,4 @@
-"""The in-process engine on a simulated clock: round policies (issue 28, item 3).
+"""The in-process engine on a simulated clock: round policies.
 
 The tiny 2-D scenario: 3 clients of 40 samples, batch 16, 2 epochs (6 steps each), a
 logistic model of 9 float32 (36 bytes: 0.28125 kbit each way, FedScale's size).

@@ -37,7 +37,7 @@ SIZES = {0: 16, 1: 16}  # partition id -> m_i (equal: rFedFair's alpha = 0.5 nee
 ROUNDS = [[1, 0], [], [0], [1, 0]]  # who replies in each round, in arrival order
 
 
-# The algorithms given a server learning rate eta_g (issue 17), each with one != 1.
+# The algorithms given a server learning rate eta_g, each with one != 1.
 SERVER_LR = {"fedavg": 0.5, "mifa": 2.0, "fedvarp": 0.5, "fedavg-is": 2.0, "fedau": 0.5}
 
 

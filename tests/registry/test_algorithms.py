@@ -204,7 +204,7 @@ def test_the_message_api_strategy_has_the_legacy_hyper_parameters(
             assert a == b, field.name
 
 
-# ------------------------------------------- the server learning rate eta_g (issue 17)
+# ------------------------------------------- the server learning rate eta_g
 SERVER_LR_ALGORITHMS = ("fedavg", "mifa", "fedvarp", "fedavg-is", "fedau")
 
 

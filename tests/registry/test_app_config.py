@@ -1,5 +1,5 @@
 """Overrides (fedram_flwr/registry/app_config.py): one ``--set FIELD=VALUE`` takes any YAML value,
-and the run config's ``overrides`` string keeps values with commas intact (issue 13)."""
+and the run config's ``overrides`` string keeps values with commas intact."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Checkpoints validated, never trusted (issue 26, item 2): a checkpoint with a valid
+"""Checkpoints validated, never trusted: a checkpoint with a valid
 digest but a forged field (a module that is not there, a round outside the run, garbage
 parameters, a strategy state of other keys or types, a client state that is not
 Flower's, ``checkpoint.bin`` a folder) makes the rerun start over from round 0, saying

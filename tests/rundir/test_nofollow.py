@@ -1,4 +1,4 @@
-"""Run-folder plants (issue 26, item 4): a symbolic link or a FIFO where a run writes
+"""Run-folder plants: a symbolic link or a FIFO where a run writes
 one of its files (run.lock, status.json and its temporary file, metrics.jsonl,
 checkpoint.bin, the ``tls`` folder and its keys) is refused, naming it; nothing is
 written through a link (its target is left as it was) and nothing blocks on a FIFO."""

@@ -221,7 +221,7 @@ def test_sweep_over_whole_algorithm_sections(scenario_dict) -> None:
         scenario_from_dict(scenario_dict)
 
 
-# ------------------------------------------- overrides of swept fields (issue 13)
+# ------------------------------------------- overrides of swept fields
 def test_override_of_a_swept_field_replaces_the_sweep(scenario_dict) -> None:
     scenario_dict["sweep"] = {"algorithm.alpha": [1.0, 0.1], "training.lr": [0.1, 0.01]}
     raw = apply_overrides(scenario_dict, {"algorithm.params.alpha": 0.5})  # long form
@@ -238,7 +238,7 @@ def test_override_inside_a_section_swept_whole_is_an_error(scenario_dict) -> Non
         apply_overrides(scenario_dict, {"algorithm.alpha": 0.5})
 
 
-# -------------------------------------------------- relative paths (issue 13)
+# -------------------------------------------------- relative paths
 def test_relative_paths_resolve_against_the_working_directory(
     scenario_dict, tmp_path: Path, monkeypatch
 ) -> None:
@@ -334,7 +334,7 @@ def test_max_failed_rounds_default_is_left_out_and_bad_values_are_named(scenario
         assert build_error(scenario_dict).startswith("max_failed_rounds:")
 
 
-# ------------------------------------------------------------- time (issue 28)
+# ------------------------------------------------------------- time
 KEYS_BEFORE_TIME = {
     "name", "rounds", "data", "availability", "algorithm", "training", "model",
     "eval_every", "client_metrics", "hcvar_alpha", "seeds", "sweep", "description",

@@ -1,5 +1,5 @@
 """The availability-aware baselines' weights (CA-Fed Sec. V-A c), by hand, and F3AST
-with its own participation-rate estimate over its first rounds (issue 27)."""
+with its own participation-rate estimate over its first rounds."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def test_baseline_weights_by_hand() -> None:
     np.testing.assert_allclose(f3ast_weights(alpha, pi, active, 5), [1.0, 0.0, 0.8])
 
 
-# ------------------------------------------- F3AST with its own rate (issue 27)
+# ------------------------------------------- F3AST with its own rate
 def theta_reply(pid: int, value: float) -> ClientReply:
     """Client ``pid`` returning the one-array model [value]."""
     return ClientReply(pid, 10, {PARTITION_ID: pid}, lambda: [np.array([value])])
@@ -95,7 +95,7 @@ def test_f3ast_first_rounds_by_hand() -> None:
 
 
 def test_f3ast_with_ca_fed_pi_is_a_named_option() -> None:
-    """``rate: ca-fed`` (the rule before issue 27): r = pi_hat = (count + 1) / (t + 2);
+    """``rate: ca-fed`` (the rule before 2026-11-26): r = pi_hat = (count + 1) / (t + 2);
     round 1 with A = {0, 2}: pi_hat = (2/3, 1/3, 2/3), alpha / pi = (3/4, 3/4, 3/8):
     client 0 (client 1 is not active), q_0 = 3/4, not F3AST's own 2/3."""
     out = f3ast(rate="ca-fed").aggregate(

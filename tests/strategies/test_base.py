@@ -82,7 +82,7 @@ def test_skipped_rounds_count_in_ca_feds_tracker() -> None:
     assert pi.tolist() == pytest.approx([1 / 5, 2 / 5])  # (count + 1) / (3 + 2)
 
 
-# ------------------------------------ replies that are no update; failed rounds (issue 26)
+# ------------------------------------ replies that are no update; failed rounds
 def with_metric(result: tuple[None, FitRes], **metrics) -> tuple[None, FitRes]:
     _, res = result
     return None, FitRes(res.status, res.parameters, res.num_examples, {**res.metrics, **metrics})

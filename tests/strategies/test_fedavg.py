@@ -67,7 +67,7 @@ def test_weighted_means_are_flowers_bit_for_bit() -> None:
         assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
 
 
-# ------------------------------------------- the server learning rate eta_g (issue 17)
+# ------------------------------------------- the server learning rate eta_g
 @pytest.mark.parametrize(
     ("server_lr", "first", "second"), [(0.5, 2.125, 2.09375), (2.0, 5.5, -1.375)]
 )

@@ -48,7 +48,7 @@ def test_every_client_available_gives_fedavg() -> None:
         np.testing.assert_allclose(state.w, expected.state.arrays[0], rtol=1e-6, atol=1e-6)
 
 
-# ------------------------------------------- the server learning rate eta_g (issue 17)
+# ------------------------------------------- the server learning rate eta_g
 @pytest.mark.parametrize(("server_lr", "expected"), [(0.5, 0.5), (2.0, -1.0)])
 def test_fedavg_is_with_a_server_learning_rate_by_hand(server_lr: float, expected: float) -> None:
     """N = 4, p = (1/2, 1, 1/4, 1), w_1 = 1; clients 0 and 2 return 3 and -1: updates
@@ -86,7 +86,7 @@ def test_a_bad_server_learning_rate_is_refused(bad: float) -> None:
         FedAUCore(num_clients=2, lr=0.1, cutoff=5, server_lr=bad)
 
 
-# ------------------------------- FedAvg with known p_i^t (FedAWE Table 2, issue 17)
+# ------------------------------- FedAvg with known p_i^t (FedAWE Table 2)
 def fedavg_is(num_clients: int, known_p) -> FedAvgISCore:
     return FedAvgISCore(num_clients=num_clients, lr=0.1, known_p=known_p).for_model(
         [np.zeros(DIM, np.float32)]

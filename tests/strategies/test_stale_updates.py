@@ -1,7 +1,7 @@
-"""FedStale (strategies/fedstale.py) as its authors implement it (issue 27): the
-issue's smallest case and two more rounds by hand, beta = 0 against FedAvg-IS (known
+"""FedStale (strategies/fedstale.py) as its authors implement it: the
+smallest case and two more rounds by hand, beta = 0 against FedAvg-IS (known
 p) and FedAU without cut-off (estimated p, the authors' estimator) on random rounds;
-FedStale over the active set (the rule before issue 27, ``fedstale-active``) by hand
+FedStale over the active set (the rule before 2026-11-26, ``fedstale-active``) by hand
 and at its two ends; MIFA and FedVARP with a server learning rate by hand (their other
 tests: test_fedar.py)."""
 
@@ -48,8 +48,8 @@ def test_fedstale_direction_by_hand() -> None:
     assert got.tolist() == [3.25]
 
 
-def test_the_issue_smallest_case_by_hand() -> None:
-    """Issue 27: N = 2, p = (0.9, 0.1), only client 1 active with update 1, empty memory,
+def test_the_smallest_case_by_hand() -> None:
+    """N = 2, p = (0.9, 0.1), only client 1 active with update 1, empty memory,
     lr 1, beta = 0.5. The authors' code (arodio/FedStale): UnbiasedClientsSampler gives
     client 1 the weight a_1 / p_1 = 0.5 / 0.1 = 5; HistoryTracker.average weighs the
     inactive client 0's h_0 = 0 by a_0 = 0.5 and client 1's h_1 = 0 by a_1 - 5, so the
@@ -231,7 +231,7 @@ def test_an_intermediate_beta_is_neither_end() -> None:
     assert (ends[0.0], ends[1.0], ends[0.5]) == (-3.0, -2.0, -2.5)
 
 
-# ------------------------------------------- the server learning rate eta_g (issue 17)
+# ------------------------------------------- the server learning rate eta_g
 def test_mifa_with_a_server_learning_rate_by_hand() -> None:
     """N = 3, eta = 0.5, w_1 = 0: w <- w - (eta_g eta) v, v = (1/N) sum_i G_i."""
     c = core(MIFACore, server_lr=0.5)

@@ -22,7 +22,7 @@ FORKS = "import os, sys, time; pid = os.fork(); pid and print(pid, flush=True); 
 
 
 def test_a_fork_before_its_exec_is_not_a_second_copy_of_its_parent() -> None:
-    """A forked child shows its parent's command line until it execs (issue 13 item 10:
+    """A forked child shows its parent's command line until it execs (once
     four ``flower-supernode`` recorded for three SuperNodes)."""
     parent = subprocess.Popen([sys.executable, "-c", FORKS], stdout=subprocess.PIPE, text=True)
     tracker = ProcessTracker(uuid.uuid4().hex)
