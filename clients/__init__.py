@@ -19,37 +19,43 @@ Everything a SuperNode runs of the project, and nothing of the server side
 This face re-exports what a user's ClientApp imports.
 """
 
-from fedram_flwr.clients.ca_fed import CAFedClient
-from fedram_flwr.clients.cvar import CVaRClient
-from fedram_flwr.clients.erm import ERMClient
-from fedram_flwr.clients.message import evaluate
-from fedram_flwr.clients.partition_query import partition_id_query
-from fedram_flwr.clients.rc_fl import RCFLClient
-from fedram_flwr.clients.scaffold import AmplifiedScaffoldClient, ScaffoldClient
-from fedram_flwr.clients.train_blocks import (
-    train_amplified_scaffold,
-    train_ca_fed,
-    train_cvar,
-    train_erm,
-    train_rcfl,
-    train_scaffold,
-)
-from fedram_flwr.clients.wire import partition_id
+from __future__ import annotations
 
-__all__ = [
-    "AmplifiedScaffoldClient",
-    "CAFedClient",
-    "CVaRClient",
-    "ERMClient",
-    "RCFLClient",
-    "ScaffoldClient",
-    "evaluate",
-    "partition_id",
-    "partition_id_query",
-    "train_amplified_scaffold",
-    "train_ca_fed",
-    "train_cvar",
-    "train_erm",
-    "train_rcfl",
-    "train_scaffold",
-]
+from importlib import import_module
+from typing import Any
+
+_HOME = {
+    "AmplifiedScaffoldClient": "fedram_flwr.clients.scaffold",
+    "CAFedClient": "fedram_flwr.clients.ca_fed",
+    "CVaRClient": "fedram_flwr.clients.cvar",
+    "ERMClient": "fedram_flwr.clients.erm",
+    "evaluate": "fedram_flwr.clients.message",
+    "partition_id": "fedram_flwr.clients.wire",
+    "partition_id_query": "fedram_flwr.clients.partition_query",
+    "RCFLClient": "fedram_flwr.clients.rc_fl",
+    "ScaffoldClient": "fedram_flwr.clients.scaffold",
+    "train_amplified_scaffold": "fedram_flwr.clients.train_blocks",
+    "train_ca_fed": "fedram_flwr.clients.train_blocks",
+    "train_cvar": "fedram_flwr.clients.train_blocks",
+    "train_erm": "fedram_flwr.clients.train_blocks",
+    "train_rcfl": "fedram_flwr.clients.train_blocks",
+    "train_scaffold": "fedram_flwr.clients.train_blocks",
+}
+"""Each name of the face -> the module that defines it, loaded on first use: importing a
+light module of the client side (``partition_query``, which the torch-free Message-API
+strategies import) does not load torch through this face."""
+
+__all__ = sorted(_HOME, key=str.lower)
+
+
+def __getattr__(name: str) -> Any:
+    """``name``'s value, its module loaded first (PEP 562)."""
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(_HOME[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_HOME])
