@@ -20,6 +20,7 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg
 
 from fedram_flwr.availability import BernoulliClientManager, MarkovClientManager
+from fedram_flwr.clients.wire import received
 from fedram_flwr.engines import InProcessGrid
 from fedram_flwr.message_api import FedCVaRAvg, partition_id_query, with_availability
 from fedram_flwr.message_api.availability import STOOD_IN
@@ -37,7 +38,7 @@ def recording_app(trained: list[tuple[int, int, float]]) -> ClientApp:
         config = msg.content["config"]
         pid = int(context.node_config["partition-id"])
         trained.append((int(config["server-round"]), pid, float(config["lr"])))
-        arrays = [a + 1.0 for a in msg.content["arrays"].to_numpy_ndarrays()]
+        arrays = [a + 1.0 for a in received(msg, "test")[0]]  # the model, then t
         metrics = MetricRecord({"num-examples": 1, "train_loss": float(pid)})
         content = RecordDict({"arrays": ArrayRecord(arrays), "metrics": metrics})
         return Message(content, reply_to=msg)
@@ -83,9 +84,7 @@ class ScheduledFedAvg(FedAvg):
     ],
     ids=["bernoulli", "markov"],
 )
-def test_an_overridden_start_runs_its_own_loop_on_the_oracles_nodes(
-    oracle, tmp_path: Path
-) -> None:
+def test_an_overridden_start_runs_its_own_loop_on_the_oracles_nodes(oracle, tmp_path: Path) -> None:
     trained: list[tuple[int, int, float]] = []
     strategy = with_availability(ScheduledFedAvg(tmp_path, fraction_evaluate=0.0), oracle)
     final = strategy.start(
