@@ -148,6 +148,12 @@ class AvailabilityStrategy(NodeDiscovery, Strategy):
         poll_interval: float = 1.0,
         max_failed_rounds: int = DEFAULT_MAX_FAILED_ROUNDS,
     ) -> None:
+        if getattr(strategy, "asynchronous", False) is True:
+            raise ValueError(
+                f"{type(strategy).__name__} is asynchronous: it has no rounds for an oracle "
+                f"to key on; give it the oracle itself, {type(strategy).__name__}(..., "
+                "oracle=oracle)"
+            )
         self.strategy, self.oracle = strategy, oracle
         self.failed_rounds = FailedRounds(check_max_failed_rounds(max_failed_rounds))
         self.wait_timeout = oracle.wait_timeout if wait_timeout is None else wait_timeout
