@@ -119,7 +119,8 @@ class Objective:
         msg, context : Message, Context
             The ``@app.train()`` handler's arguments.
         model : nn.Module
-            The app's torch model; the received arrays are loaded into it first.
+            The app's torch model; the message's model arrays are loaded into it first,
+            by key (entries the message does not carry stay as they are).
         trainloader : iterable
             The client's training batches.
         lr : float, optional
