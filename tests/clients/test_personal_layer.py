@@ -142,3 +142,33 @@ def test_scaffold_refuses_a_partial_model_saying_why() -> None:
     msg = message(keys=body, extra=control)
     with pytest.raises(ValueError, match="needs the whole model on the wire"):
         train_scaffold(msg, context(), Net(), loader(), lr=0.1)
+
+
+def test_legacy_client_keeps_its_personal_head_in_state() -> None:
+    """The legacy NumPyClient (positional wire): ``personal`` keys from ``state``."""
+    from fedram_flwr.clients.erm import PERSONAL, ERMClient
+
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(16, 2, generator=g)
+    state = RecordDict({PERSONAL: context().state[HEAD]})  # kept from an earlier round
+    common = dict(x=x, y=(x[:, 0] > 0).long(), lr=0.1, local_epochs=1, batch_size=8, seed=0)
+    model = Net()
+    client = ERMClient(
+        partition_id=0, model=model, state=state, personal=("head.weight", "head.bias"), **common
+    )
+    seen = first_forward(model.head)
+    body = first_forward(model.body)
+    received = [v.numpy() for v in server_model().values()]
+    arrays, _, _ = client.fit(received, {"server-round": 1})
+    assert np.array_equal(seen[0], personal_head()["head.weight"])  # its own head trained
+    assert np.array_equal(body[0], server_model()["body.weight"].numpy())  # the global body
+    assert len(arrays) == 4  # the positional wire: every array
+    trained_head = state[PERSONAL]["head.weight"].numpy()
+    assert np.array_equal(trained_head, model.head.weight.detach().numpy())  # kept for next
+    assert not np.array_equal(trained_head, personal_head()["head.weight"])
+    plain = Net()
+    seen_plain = first_forward(plain.head)
+    ERMClient(partition_id=0, model=plain, **common).fit(received, {"server-round": 1})
+    assert np.array_equal(seen_plain[0], server_model()["head.weight"].numpy())  # no personal
+    with pytest.raises(ValueError, match=r"personal: \['fc.weight'\] are not keys"):
+        ERMClient(partition_id=0, model=Net(), personal=("fc.weight",), **common)
