@@ -69,8 +69,7 @@ wraps any such strategy, unchanged, in :class:`AvailabilityStrategy`:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from logging import INFO, WARNING
 from typing import Any
 
@@ -85,7 +84,13 @@ from fedram_flwr.availability.manager import AvailabilityError, OracleClientMana
 from fedram_flwr.availability.partition_directory import PartitionDirectory
 from fedram_flwr.message_api.node_discovery import NodeDiscovery
 from fedram_flwr.message_api.round_guard import error_text, received, warn
-from fedram_flwr.message_api.round_view import MAX_POLLS, RoundView, minimum_sizes, readdress
+from fedram_flwr.message_api.round_view import (
+    MAX_POLLS,
+    RoundView,
+    minimum_sizes,
+    readdress,
+    standing_in,
+)
 from fedram_flwr.strategies.round_driver import RoundPolicy, screen_round
 from fedram_flwr.strategies.rounds import (
     DEFAULT_MAX_FAILED_ROUNDS,
@@ -223,8 +228,9 @@ class AvailabilityStrategy(NodeDiscovery, Strategy):
         Its ``start`` runs as it is written (Flower's loop, or an override: its own
         round loop, files, checkpoints and logs); for the duration of the call, the
         ``configure_train``, ``configure_evaluate``, ``aggregate_train`` and ``summary``
-        it calls on itself are this wrapper's, which call its own in turn (see
-        :meth:`standing_in`). Arguments and result as for Flower's ``Strategy.start``.
+        it calls on itself are this wrapper's, which call its own in turn
+        (:func:`~fedram_flwr.message_api.round_view.standing_in`). Arguments and result as
+        for Flower's ``Strategy.start``.
         """
         self.failed_rounds = FailedRounds(self.failed_rounds.limit)
         given = {
@@ -232,41 +238,18 @@ class AvailabilityStrategy(NodeDiscovery, Strategy):
             "evaluate_config": evaluate_config,
             "evaluate_fn": evaluate_fn,
         }  # passed by Flower's names, those given only: an override may take fewer
-        with self.standing_in():
-            return self.strategy.start(
-                grid=grid,
-                initial_arrays=initial_arrays,
-                num_rounds=num_rounds,
-                timeout=timeout,
-                **{name: value for name, value in given.items() if value is not None},
-            )
-
-    @contextmanager
-    def standing_in(self) -> Iterator[None]:
-        """Route the wrapped strategy's calls on itself through this wrapper, meanwhile.
-
-        Inside the block, the wrapped strategy's ``configure_train``,
-        ``configure_evaluate``, ``aggregate_train`` and ``summary`` (what its ``start``
-        calls on ``self``) are this wrapper's methods (set on the instance, so an
-        override of ``start`` reaches them like Flower's loop does); the wrapper calls
-        the strategy's own methods, its overrides included (e.g. a learning-rate
-        schedule in ``configure_train``), with the round's view of the grid. They are
-        removed when the block ends, also on an error.
-        """
-        inner = self.strategy
-        own = {name: getattr(inner, name) for name in STOOD_IN}
-        shadowed = {name: inner.__dict__[name] for name in STOOD_IN if name in vars(inner)}
-        self._own = own
-        for name in STOOD_IN:
-            setattr(inner, name, getattr(self, name))
         try:
-            yield
+            with standing_in(self.strategy, self, STOOD_IN) as own:
+                self._own = own
+                return self.strategy.start(
+                    grid=grid,
+                    initial_arrays=initial_arrays,
+                    num_rounds=num_rounds,
+                    timeout=timeout,
+                    **{name: value for name, value in given.items() if value is not None},
+                )
         finally:
             self._own = {}
-            for name in STOOD_IN:
-                delattr(inner, name)
-                if name in shadowed:
-                    setattr(inner, name, shadowed[name])
 
     def own(self, name: str) -> Callable[..., Any]:
         """Return the wrapped strategy's own method ``name`` (not this wrapper's stand-in)."""

@@ -126,3 +126,18 @@ def test_our_strategy_under_the_wrapper_still_prepares_and_trains_the_draws() ->
     assert sorted((s, p) for s, p, _ in trained) == sorted(
         (r, p) for r in (1, 2) for p in oracle.draw(r)
     )
+
+
+def test_the_stand_ins_go_also_when_the_loop_raises(tmp_path: Path) -> None:
+    class Broken(ScheduledFedAvg):
+        def aggregate_train(self, server_round, replies):
+            raise RuntimeError("the app's own error")
+
+    oracle = BernoulliClientManager([1.0, 1.0, 1.0, 1.0], seed=0)
+    strategy = with_availability(Broken(tmp_path, fraction_evaluate=0.0), oracle)
+    with pytest.raises(RuntimeError, match="the app's own error"):
+        strategy.start(
+            InProcessGrid(recording_app([]), num_partitions=K), ArrayRecord([np.zeros(2)])
+        )
+    assert not set(STOOD_IN) & set(vars(strategy.strategy))
+    assert strategy.own("aggregate_train").__func__ is Broken.aggregate_train
