@@ -15,13 +15,17 @@ from typing import Any
 import numpy as np
 import torch
 from flwr.client import NumPyClient
-from flwr.common import NDArrays, RecordDict, Scalar
+from flwr.common import ArrayRecord, NDArrays, RecordDict, Scalar
 from torch import nn
 
 from fedram_flwr.clients.batches import ArrayData
 from fedram_flwr.clients.models import get_weights, parameter_list
 from fedram_flwr.clients.training import LocalTrainer
 from fedram_flwr.protocol import NUM_EXAMPLES, PARTITION_ID
+
+PERSONAL = "personal-layers"
+"""``Context.state`` record (never on the wire): a client's own values of its ``personal``
+state_dict keys."""
 
 FitResult = tuple[NDArrays, int, dict[str, Scalar]]
 """Flower's fit triple: the arrays sent back, m_i and the fit metrics."""
@@ -94,6 +98,11 @@ class ERMClient(NumPyClient):
         what must survive between rounds lives there); None: a fresh one.
     lr_schedule : str
         ``training.lr_schedule`` (see :mod:`fedram_flwr.clients.lr_schedule`).
+    personal : tuple of str
+        state_dict keys the client keeps its own (a personal head): ``fit`` puts the
+        values it kept in ``state`` (record :data:`PERSONAL`) over the received ones
+        before training, and keeps the trained ones there after; the reply still carries
+        every array, in order (the legacy wire is positional). Default: none.
     """
 
     local_fit: LocalFit = staticmethod(fit_erm)
@@ -114,6 +123,7 @@ class ERMClient(NumPyClient):
         drop_last: bool = False,
         state: RecordDict | None = None,
         lr_schedule: str = "constant",
+        personal: tuple[str, ...] = (),
     ) -> None:
         self.partition_id = partition_id
         self.model = model
@@ -123,6 +133,10 @@ class ERMClient(NumPyClient):
         self.drop_last, self.lr_schedule = drop_last, lr_schedule
         self.seed = seed
         self.state = RecordDict() if state is None else state
+        names = list(model.state_dict())
+        if unknown := [k for k in personal if k not in names]:
+            raise ValueError(f"personal: {unknown} are not keys of the model's state_dict {names}")
+        self.personal = tuple(personal)
 
     @property
     def trainer(self) -> LocalTrainer:
@@ -163,4 +177,13 @@ class ERMClient(NumPyClient):
         FitResult
             Flower's fit triple: the arrays sent back, m_i and the fit metrics.
         """
-        return self.local_fit(self.trainer, parameters, config, self.state)
+        if not self.personal:
+            return self.local_fit(self.trainer, parameters, config, self.state)
+        names, kept = list(self.model.state_dict()), self.state.get(PERSONAL)
+        parameters = list(parameters)
+        for key in self.personal if kept is not None else ():
+            parameters[names.index(key)] = kept[key].numpy()
+        fit = self.local_fit(self.trainer, parameters, config, self.state)
+        state = self.model.state_dict()
+        self.state[PERSONAL] = ArrayRecord({k: state[k].detach().cpu() for k in self.personal})
+        return fit

@@ -4,8 +4,9 @@ What a user's ``@app.train()`` and ``@app.evaluate()`` handlers call to train th
 project's local objectives with the user's own torch model, data loader and optimizer.
 
 Each ``train_*`` block reads the wire contract (docs/API.md; ``fedram_flwr.protocol``):
-the message's ``"arrays"`` ArrayRecord (the model's arrays, packed with t, eta or the
-control variate where the algorithm sends them) and its ``"config"`` ConfigRecord (the
+the message's ``"arrays"`` ArrayRecord (the model's arrays under its state_dict keys;
+t, eta or the control variate beside them in ``"algorithm-arrays"`` where the algorithm
+sends them) and its ``"config"`` ConfigRecord (the
 algorithm's keys, ``server-round``, an optional ``lr``); it trains through the same local
 fit as the legacy NumPyClient of ``fedram_flwr.clients`` (bit-identical on the same
 batches) and returns the reply ``Message``: ``"arrays"`` and a ``"metrics"`` MetricRecord
@@ -19,10 +20,12 @@ with ``num-examples`` and every legacy fit metric. What must survive between rou
 
 Pass the app's own optimizer (``optimizer=``: an instance, or a factory ``params ->
 optimizer``; :mod:`fedram_flwr.clients.optimizers`) and ``to_xy`` for dict batches; to keep a
-handler's own ``train(...)`` call and reply lines, ``train_cvar.local(msg, context, ...)``
-(:class:`LocalTraining`). Contract breaches raise ``ValueError`` naming the key, the
-algorithm and the fix. The train blocks are in :mod:`fedram_flwr.clients.train_blocks`,
-re-exported here; :func:`evaluate` is this module's.
+handler's own lines (its ``load_state_dict``, a personal layer it restores, its
+``train(...)`` call and reply), ``train_cvar.local(msg, context, ...)``
+(:class:`LocalTraining`), which trains the model as the handler prepared it. Contract
+breaches raise ``ValueError`` naming the key, the algorithm and the fix. The train blocks
+are in :mod:`fedram_flwr.clients.train_blocks`, re-exported here; :func:`evaluate` is this
+module's.
 """
 
 from __future__ import annotations

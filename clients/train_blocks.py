@@ -24,6 +24,7 @@ from fedram_flwr.clients.batches import Batch, LoaderData
 from fedram_flwr.clients.ca_fed import CAFedClient
 from fedram_flwr.clients.cvar import CVaRClient
 from fedram_flwr.clients.erm import ERMClient, FitResult
+from fedram_flwr.clients.models import get_weights
 from fedram_flwr.clients.optimizers import OptimizerSpec, check_spec
 from fedram_flwr.clients.rc_fl import RCFLClient
 from fedram_flwr.clients.scaffold import AmplifiedScaffoldClient, ScaffoldClient
@@ -35,6 +36,8 @@ from fedram_flwr.clients.wire import (
     WITH_CONTROL,
     WITH_THRESHOLD,
     Layout,
+    array_keys,
+    model_part,
     partition_id,
     received,
     reply_content,
@@ -116,7 +119,8 @@ class Objective:
         msg, context : Message, Context
             The ``@app.train()`` handler's arguments.
         model : nn.Module
-            The app's torch model; the received arrays are loaded into it first.
+            The app's torch model; the message's model arrays are loaded into it first,
+            by key (entries the message does not carry stay as they are).
         trainloader : iterable
             The client's training batches.
         lr : float, optional
@@ -151,6 +155,7 @@ class Objective:
         local = self.local(
             msg, context, optimizer=optimizer, to_xy=to_xy, steps=steps, weight_decay=weight_decay
         )
+        local.load = True  # the one-call form loads what the message carries, by key
         local.train(model, trainloader, epochs, lr, device)
         return local.reply()
 
@@ -183,13 +188,27 @@ class Objective:
         return self.answer(msg, fit, config)
 
     def fit(
-        self, msg: Message, context: Context, trainer: LocalTrainer
+        self, msg: Message, context: Context, trainer: LocalTrainer, *, load: bool = True
     ) -> tuple[FitResult, dict[str, Any]]:
-        """Check the message and run the local fit with ``trainer``; the fit and config."""
+        """Check the message and run the local fit with ``trainer``; the fit and config.
+
+        The fit starts from ``trainer.model`` as it is, after ``load`` (where true) has
+        put the message's model arrays into it by key (:func:`.wire.model_part`); the fit's
+        arrays are read back by key: the message's model keys, then what the algorithm
+        sends beside them (t, eta, the control).
+        """
         arrays, config = received(msg, self.block)
         self.check_config(config)
-        self.check_arrays(arrays, trainer.model)
-        return self.client.local_fit(trainer, arrays, config, context.state), config
+        keys, extra = model_part(msg, arrays, trainer.model, self.layout, load, self)
+        theta = get_weights(trainer.model)  # the model that trains: the handler's, or loaded
+        fitted, num_examples, metrics = self.client.local_fit(
+            trainer, theta + extra, config, context.state
+        )
+        names = list(trainer.model.state_dict())
+        model, rest = fitted[: len(names)], fitted[len(names) :]
+        if keys is not None:
+            model = [model[names.index(k)] for k in keys]
+        return (model + rest, num_examples, metrics), config
 
     def answer(
         self,
@@ -203,7 +222,7 @@ class Objective:
         They go in the app's ``content`` where given (its other records kept, its
         metrics beside ours; ours win where both have a key).
         """
-        ours = reply_content(fit, list(msg.content[ARRAYS].keys()))
+        ours = reply_content(fit, [k for ks in array_keys(msg) for k in ks])
         if content is not None:
             app_metrics = content.metric_records.get(METRICS, MetricRecord())
             metrics = MetricRecord({**app_metrics, **ours[METRICS]})
@@ -277,6 +296,7 @@ class LocalTraining:
     steps: int | None = None
     weight_decay: float = 0.0
     done: tuple[FitResult, dict[str, Any]] | None = None
+    load: bool = False
 
     def train(
         self,
@@ -286,9 +306,13 @@ class LocalTraining:
         lr: float | None = None,
         device: torch.device | str | None = None,
     ) -> float:
-        """Train ``model`` on ``trainloader``, the received arrays loaded first.
+        """Train ``model`` on ``trainloader`` as the handler prepared it.
 
-        Arguments as for calling the block (:meth:`Objective.__call__`).
+        The block loads nothing into ``model`` (the handler's own
+        ``model.load_state_dict(msg.content["arrays"].to_torch_state_dict())`` does, and
+        what it restores after, a personal layer from ``context.state``, stays); it takes
+        t, eta or the control from the message. Arguments as for calling the block
+        (:meth:`Objective.__call__`).
 
         Returns
         -------
@@ -302,7 +326,7 @@ class LocalTraining:
             model, data, pid, lr, epochs, self.steps, self.weight_decay,
             optimizer=self.optimizer, block=block,
         )  # fmt: skip
-        self.done = self.objective.fit(self.msg, self.context, trainer)
+        self.done = self.objective.fit(self.msg, self.context, trainer, load=self.load)
         return float(self.done[0][2][TRAIN_LOSS])
 
     def reply(self, content: RecordDict | None = None) -> Message:

@@ -47,6 +47,12 @@ LOCAL_OPTIMUM = "local-optimum-loss"
 """fit metric (float): F_k*, the client's minimum local loss (CA-Fed with
 ``loss_floor: local-optimum``); sent when the config carries REPORT_LOCAL_OPTIMUM."""
 
+ALGORITHM_ARRAYS = "algorithm-arrays"
+"""train message ArrayRecord: what an algorithm sends beside the model (Fed-CVaR-Avg's t,
+rFedFair's eta, SCAFFOLD's control c), so that the message's ``"arrays"`` record is the
+model alone under its state_dict keys (a handler's ``load_state_dict`` loads it); a client
+block reads the model's arrays, then these, as one list."""
+
 THRESHOLD_T = "t"
 """fit metric (float): Fed-CVaR-Avg's t after the client's local steps."""
 

@@ -160,7 +160,7 @@ class RFedFair(CoreMessageStrategy):
             Message(
                 RecordDict(
                     {
-                        self.arrayrecord_key: sampled[node].content[self.arrayrecord_key],
+                        **sampled[node].content.array_records,  # the model, and eta
                         self.configrecord_key: ConfigRecord(
                             {**sampled[node].content[self.configrecord_key], **cfg}
                         ),

@@ -9,6 +9,14 @@ polls ``grid.get_node_ids()`` with no time limit until ``min_available_nodes`` a
 connected, then draws with the unseeded ``random.sample``. :func:`with_availability`
 wraps any such strategy, unchanged, in :class:`AvailabilityStrategy`:
 
+- **The strategy's own loop runs.** ``start`` runs the wrapped strategy's own ``start``
+  (Flower's loop, or an app's override with its own round loop, results files and
+  checkpoints); while it runs, the ``configure_train``, ``configure_evaluate``,
+  ``aggregate_train`` and ``summary`` it calls on itself are the wrapper's, which call
+  the strategy's own (its overrides included: a learning-rate schedule in
+  ``configure_train`` stays) on the round's view of the grid. The round is the one the
+  loop passes to ``configure_*``, so the nodes shown are known before any message is
+  built.
 - **Keyed on the server round.** Round r relays ``oracle.draw(r)`` (the oracle's law,
   a pure function of (seed, r), :mod:`fedram_flwr.availability`); training and
   evaluation of round r get the same nodes, only the round number advances the law,
@@ -76,13 +84,22 @@ from fedram_flwr.availability.manager import AvailabilityError, OracleClientMana
 from fedram_flwr.availability.partition_directory import PartitionDirectory
 from fedram_flwr.message_api.node_discovery import NodeDiscovery
 from fedram_flwr.message_api.round_guard import error_text, received, warn
-from fedram_flwr.message_api.round_view import MAX_POLLS, RoundView, minimum_sizes, readdress
+from fedram_flwr.message_api.round_view import (
+    MAX_POLLS,
+    RoundView,
+    minimum_sizes,
+    readdress,
+    standing_in,
+)
 from fedram_flwr.strategies.round_driver import RoundPolicy, screen_round
 from fedram_flwr.strategies.rounds import (
     DEFAULT_MAX_FAILED_ROUNDS,
     FailedRounds,
     check_max_failed_rounds,
 )
+
+STOOD_IN = ("configure_train", "configure_evaluate", "aggregate_train", "summary")
+"""The wrapped strategy's methods the wrapper stands in for while its ``start`` runs."""
 
 __all__ = ["MAX_POLLS", "AvailabilityStrategy", "RoundView", "with_availability"]
 
@@ -136,6 +153,12 @@ class AvailabilityStrategy(NodeDiscovery, Strategy):
         poll_interval: float = 1.0,
         max_failed_rounds: int = DEFAULT_MAX_FAILED_ROUNDS,
     ) -> None:
+        if getattr(strategy, "asynchronous", False) is True:
+            raise ValueError(
+                f"{type(strategy).__name__} is asynchronous: it has no rounds for an oracle "
+                f"to key on; give it the oracle itself, {type(strategy).__name__}(..., "
+                "oracle=oracle)"
+            )
         self.strategy, self.oracle = strategy, oracle
         self.failed_rounds = FailedRounds(check_max_failed_rounds(max_failed_rounds))
         self.wait_timeout = oracle.wait_timeout if wait_timeout is None else wait_timeout
@@ -152,6 +175,7 @@ class AvailabilityStrategy(NodeDiscovery, Strategy):
         self.relayed: dict[int, list[int]] = {}  # round -> partition ids relayed
         self.connected: dict[int, list[int]] = {}  # round -> partitions connected (connected)
         self._round: tuple[int, list[int]] | None = None  # (round, its node ids)
+        self._own: dict[str, Callable[..., Any]] = {}  # the strategy's methods, while stood in
 
     @property
     def partition_of(self) -> dict[int, int]:
@@ -164,14 +188,14 @@ class AvailabilityStrategy(NodeDiscovery, Strategy):
         return self.partitions.num_examples()
 
     def __getattr__(self, name: str) -> Any:
-        if name == "strategy":  # not set yet (copy, unpickling): no recursion
+        if name in ("strategy", "_own"):  # not set yet (copy, unpickling): no recursion
             raise AttributeError(name)
         return getattr(self.strategy, name)
 
     # ---------------------------------------------------------- Strategy methods
     def summary(self) -> None:
         """Log the wrapped strategy's summary, then the oracle that picks the nodes."""
-        self.strategy.summary()
+        self.own("summary")()
         log(INFO, "\t└──> Availability: %s oracle picks the nodes", type(self.oracle).__name__)
 
     def configure_train(
@@ -181,13 +205,13 @@ class AvailabilityStrategy(NodeDiscovery, Strategy):
 
         Arguments as for Flower's ``Strategy.configure_train``; ``server_round`` >= 1.
         """
-        return self._relay(self.strategy.configure_train, server_round, arrays, config, grid)
+        return self._relay(self.own("configure_train"), server_round, arrays, config, grid)
 
     def configure_evaluate(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
         """Configure the strategy's evaluation, sent to the same nodes as its training."""
-        return self._relay(self.strategy.configure_evaluate, server_round, arrays, config, grid)
+        return self._relay(self.own("configure_evaluate"), server_round, arrays, config, grid)
 
     def start(
         self,
@@ -199,16 +223,37 @@ class AvailabilityStrategy(NodeDiscovery, Strategy):
         evaluate_config: ConfigRecord | None = None,
         evaluate_fn: Callable[[int, ArrayRecord], Any] | None = None,
     ) -> Any:
-        """Run Flower's ``start`` loop through this wrapper.
+        """Run the wrapped strategy's own ``start``, this wrapper standing in for its rounds.
 
-        A wrapped strategy with its own preparation (``prepare_start``: the project's
-        reset their state and add t, eta, ... to ``evaluate_fn``'s metrics) gets it, as
-        under its own ``start``. Arguments and result as for Flower's ``Strategy.start``.
+        Its ``start`` runs as it is written (Flower's loop, or an override: its own
+        round loop, files, checkpoints and logs); for the duration of the call, the
+        ``configure_train``, ``configure_evaluate``, ``aggregate_train`` and ``summary``
+        it calls on itself are this wrapper's, which call its own in turn
+        (:func:`~fedram_flwr.message_api.round_view.standing_in`). Arguments and result as
+        for Flower's ``Strategy.start``.
         """
-        evaluate_fn = self.prepare_start(initial_arrays, evaluate_fn)
-        return super().start(
-            grid, initial_arrays, num_rounds, timeout, train_config, evaluate_config, evaluate_fn
-        )
+        self.failed_rounds = FailedRounds(self.failed_rounds.limit)
+        given = {
+            "train_config": train_config,
+            "evaluate_config": evaluate_config,
+            "evaluate_fn": evaluate_fn,
+        }  # passed by Flower's names, those given only: an override may take fewer
+        try:
+            with standing_in(self.strategy, self, STOOD_IN) as own:
+                self._own = own
+                return self.strategy.start(
+                    grid=grid,
+                    initial_arrays=initial_arrays,
+                    num_rounds=num_rounds,
+                    timeout=timeout,
+                    **{name: value for name, value in given.items() if value is not None},
+                )
+        finally:
+            self._own = {}
+
+    def own(self, name: str) -> Callable[..., Any]:
+        """Return the wrapped strategy's own method ``name`` (not this wrapper's stand-in)."""
+        return self._own.get(name) or getattr(self.strategy, name)
 
     def prepare_start(self, initial_arrays: ArrayRecord, evaluate_fn: Any) -> Any:
         """Reset the failed-round count and run the wrapped strategy's ``prepare_start``.
@@ -232,7 +277,7 @@ class AvailabilityStrategy(NodeDiscovery, Strategy):
             After ``max_failed_rounds`` rounds in a row in which every node failed.
         """
         if isinstance(getattr(self.strategy, "failed_rounds", None), FailedRounds):
-            return self.strategy.aggregate_train(server_round, replies)
+            return self.own("aggregate_train")(server_round, replies)
         replies, name = list(replies), type(self.strategy).__name__
         errors = [m for m in replies if m.has_error()]
         screened = screen_round(
@@ -246,7 +291,7 @@ class AvailabilityStrategy(NodeDiscovery, Strategy):
             warn=warn,
         )
         self.failed_rounds = screened.guard
-        return self.strategy.aggregate_train(
+        return self.own("aggregate_train")(
             server_round, [r.source for r in screened.taken] + errors
         )
 

@@ -54,6 +54,7 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Result, Strategy
 
 from fedram_flwr.availability.partition_directory import AvailabilityError
+from fedram_flwr.availability.timed import RoundTicks
 from fedram_flwr.message_api.fedbuff_flight import InFlight
 from fedram_flwr.message_api.node_partitions import PartitionLookup
 from fedram_flwr.message_api.partitions import grid_query
@@ -85,7 +86,12 @@ NO_ROUNDS = (
     "FedBuff is asynchronous: it has no rounds to configure or aggregate; run it with "
     "FedBuff.start(grid, initial_arrays, num_rounds=<server steps>)"
 )
-OWN_ARGS_DOC = """available_at : callable, optional
+OWN_ARGS_DOC = """oracle : OracleClientManager, optional
+    A round-indexed oracle (``fedram_flwr.availability``: RAM, Bernoulli, Markov, ...):
+    available at t is ``oracle.draw(floor(t / 1 s) + 1)``, one of its rounds per second
+    of the clock (:class:`~fedram_flwr.availability.timed.RoundTicks`); not with
+    ``available_at``.
+available_at : callable, optional
     ``available_at(t) -> partition ids`` available at t seconds (default: every connected
     node).
 durations : callable, optional
@@ -124,10 +130,12 @@ class FedBuff(PartitionLookup, Strategy):
     """FedBuff in Flower's Message API (see the module docstring)."""
 
     core_type: ClassVar[type] = FedBuffCore
+    asynchronous: ClassVar[bool] = True  # no rounds: with_availability refuses it
 
     def __init__(
         self,
         *,
+        oracle: Any | None = None,
         available_at: Callable[[float], Iterable[int]] | None = None,
         durations: Callable[[np.ndarray, float], np.ndarray] | None = None,
         seed: int = 0,
@@ -151,6 +159,14 @@ class FedBuff(PartitionLookup, Strategy):
             raise ValueError(f"drain_timeout: {drain_timeout!r} must be >= 0 seconds")
         if not (isinstance(max_failed_rounds, int) and max_failed_rounds >= 1):
             raise ValueError(f"max_failed_rounds: {max_failed_rounds!r} must be an int >= 1")
+        if oracle is not None:
+            if available_at is not None:
+                raise ValueError(
+                    "oracle and available_at both given: give one (oracle=... is "
+                    "available_at=RoundTicks(oracle).available_at)"
+                )
+            available_at = RoundTicks(oracle).available_at
+        self.oracle = oracle
         self.available_at, self.durations, self.seed = available_at, durations, int(seed)
         self.min_nodes = self.core.concurrency if min_nodes is None else int(min_nodes)
         self.poll_interval, self.wait_timeout = float(poll_interval), float(wait_timeout)

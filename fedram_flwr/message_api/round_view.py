@@ -6,7 +6,8 @@ available nodes instead; used by :mod:`fedram_flwr.message_api.availability`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from flwr.app import Message
@@ -158,3 +159,43 @@ def readdress(messages: list[Message], nodes: list[int]) -> list[Message]:
         )
         for node, m in metas
     ]
+
+
+@contextmanager
+def standing_in(
+    inner: Strategy, wrapper: Strategy, names: Iterable[str]
+) -> Iterator[dict[str, Callable[..., Any]]]:
+    """Route ``inner``'s calls on itself to ``wrapper``'s methods ``names``, meanwhile.
+
+    Inside the block, ``inner.<name>`` is ``wrapper.<name>`` (set on the instance, so an
+    override of ``start`` reaches it like Flower's loop does); the block gets ``inner``'s
+    own methods (its class's, its overrides included), which the wrapper calls in turn.
+    They are removed when the block ends, also on an error (an instance attribute
+    ``inner`` had is put back).
+
+    Parameters
+    ----------
+    inner : Strategy
+        The wrapped strategy.
+    wrapper : Strategy
+        The wrapper standing in.
+    names : iterable of str
+        The methods it stands in for.
+
+    Yields
+    ------
+    dict of str to callable
+        ``inner``'s own methods by name.
+    """
+    names = list(names)
+    own = {name: getattr(inner, name) for name in names}
+    shadowed = {name: vars(inner)[name] for name in names if name in vars(inner)}
+    for name in names:
+        setattr(inner, name, getattr(wrapper, name))
+    try:
+        yield own
+    finally:
+        for name in names:
+            delattr(inner, name)
+            if name in shadowed:
+                setattr(inner, name, shadowed[name])

@@ -69,7 +69,7 @@ from fedram_flwr.message_api.evaluation import Evaluation, metric_values
 from fedram_flwr.message_api.node_partitions import PartitionLookup
 from fedram_flwr.message_api.round_guard import client_reply, error_text, received, warn
 from fedram_flwr.message_api.round_view import RoundView
-from fedram_flwr.protocol import Arrays
+from fedram_flwr.protocol import ALGORITHM_ARRAYS, Arrays
 from fedram_flwr.strategies.core import Core
 from fedram_flwr.strategies.hyper import (
     core_parameters,
@@ -242,6 +242,26 @@ class CoreMessageStrategy(Evaluation, PartitionLookup, FedAvg):
             return ArrayRecord(model)
         return ArrayRecord({k: Array(np.asarray(a)) for k, a in zip(self.model_keys, model)})
 
+    def train_records(self) -> dict[str, ArrayRecord]:
+        """Return the train message's ArrayRecords: the model, and what travels beside it.
+
+        Returns
+        -------
+        dict of str to ArrayRecord
+            ``arrayrecord_key``: the broadcast's model arrays under ``start``'s keys (a
+            handler's ``model.load_state_dict(...to_torch_state_dict())`` loads them);
+            :data:`~fedram_flwr.protocol.ALGORITHM_ARRAYS`: the rest of the broadcast (t,
+            eta, the control c), where the algorithm sends more than the model.
+        """
+        broadcast, n = self.broadcast_arrays(), len(self.model_keys)
+        if not n or len(broadcast) <= n:
+            return {self.arrayrecord_key: self.as_model(broadcast)}
+        extra = {str(n + i): Array(np.asarray(a)) for i, a in enumerate(broadcast[n:])}
+        return {
+            self.arrayrecord_key: self.as_model(broadcast[:n]),
+            ALGORITHM_ARRAYS: ArrayRecord(extra),
+        }
+
     def model_arrays(self) -> ArrayRecord:
         """Return the model part of the state (``core.evaluated``) under the initial keys."""
         return self.as_model(self.core.evaluated(self.broadcast_arrays())[0])
@@ -300,14 +320,20 @@ class CoreMessageStrategy(Evaluation, PartitionLookup, FedAvg):
         if self.state is None or server_round == 1:
             self.reset(arrays)
         config = ConfigRecord({**config, **self.core.fit_config(self.state, server_round)})
-        broadcast = self.as_model(self.broadcast_arrays())  # the app's keys when just the model
+        records = self.train_records()
+        broadcast = records.pop(self.arrayrecord_key)  # the model, under the app's keys
         if not isinstance(grid, RoundView):
-            return super().configure_train(server_round, broadcast, config, grid)
+            messages = list(super().configure_train(server_round, broadcast, config, grid))
+            for message in messages:
+                message.content.update(records)
+            return messages
         nodes = sorted(grid.get_node_ids(), key=grid.partition_of.__getitem__)
         nodes = self.pick(server_round, nodes, [grid.partition_of[n] for n in nodes])
         self.picked_round = server_round
         config["server-round"] = server_round
-        record = RecordDict({self.arrayrecord_key: broadcast, self.configrecord_key: config})
+        record = RecordDict(
+            {self.arrayrecord_key: broadcast, **records, self.configrecord_key: config}
+        )
         return self._construct_messages(record, nodes, MessageType.TRAIN)
 
     def aggregate_train(

@@ -67,9 +67,15 @@ class ClockedRound:
 
 
 def array_record(message: Message) -> ArrayRecord:
-    """Return the one ``ArrayRecord`` of a message's content (an empty one if none)."""
-    records = message.content.array_records
-    return next(iter(records.values())) if records else ArrayRecord()
+    """Return a message's arrays as one ``ArrayRecord`` (an empty one if none).
+
+    A train message's model, then what its algorithm sends beside it
+    (:data:`~fedram_flwr.protocol.ALGORITHM_ARRAYS`): the layout its replies come back in.
+    """
+    records = list(message.content.array_records.values())
+    if len(records) < 2:
+        return records[0] if records else ArrayRecord()
+    return ArrayRecord([a for record in records for a in record.to_numpy_ndarrays()])
 
 
 def with_arrays(message: Message, arrays: list[np.ndarray]) -> Message:

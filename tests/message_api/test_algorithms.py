@@ -19,6 +19,7 @@ from flwr.common import Code, FitRes, Status, ndarrays_to_parameters, parameters
 
 from fedram_flwr import message_api
 from fedram_flwr.availability import NonStationaryLaw
+from fedram_flwr.clients.wire import received
 from fedram_flwr.message_api.evaluation import metric_values
 from fedram_flwr.message_api.partitions import PARTITION_QUERY, PARTITION_RECORD
 from fedram_flwr.protocol import (
@@ -144,7 +145,7 @@ def assert_agree(name: str, make: partial) -> None:
         for node, message in instructions.items():  # FedAWE: each node its own x_i^t
             own = getattr(legacy.core, "client_arrays", None)
             want = broadcast if own is None else own(legacy.state, NODES[node])
-            assert_same(message.content["arrays"].to_numpy_ndarrays(), want, "broadcast")
+            assert_same(received(message, "test")[0], want, "broadcast")  # model, then t...
         for node, message in instructions.items():  # the legacy fit config, and Flower's key
             config = message.content["config"]
             assert config["server-round"] == rnd

@@ -46,6 +46,7 @@ from fedram_flwr.availability import (
     RandomAccessClientManager,
     TraceClientManager,
 )
+from fedram_flwr.clients.wire import received
 from fedram_flwr.message_api import FedCVaRAvg
 from fedram_flwr.message_api.availability import MAX_POLLS, RoundView, with_availability
 from fedram_flwr.message_api.partitions import PARTITION_ACTION, PARTITION_QUERY, partition_id_query
@@ -61,7 +62,7 @@ def client_app(*, with_query: bool = True) -> ClientApp:
 
     @app.train()
     def train(msg: Message, context: Context) -> Message:
-        arrays = [a + 1 for a in msg.content["arrays"].to_numpy_ndarrays()]
+        arrays = [a + 1 for a in received(msg, "test")[0]]  # the model, then t
         metrics = MetricRecord({"num-examples": 1, "train_loss": 1.0})
         return Message(
             RecordDict({"arrays": ArrayRecord(arrays), "metrics": metrics}), reply_to=msg

@@ -222,3 +222,22 @@ def test_it_has_no_rounds_and_names_its_arguments() -> None:
     with pytest.raises(ValueError, match="clock: 'sometimes' is not one of"):
         FedBuff(clock="sometimes")
     assert TARGETS == {0: 4.0, 1: 8.0, 2: 16.0}
+
+
+def test_an_oracle_is_given_to_fedbuff_itself_one_round_a_second() -> None:
+    from fedram_flwr.availability import BernoulliClientManager
+    from fedram_flwr.message_api import with_availability
+
+    oracle = BernoulliClientManager([0.9, 0.5, 0.2], seed=4)
+    strategy = FedBuff(buffer_size=1, concurrency=1, oracle=oracle)
+    # t in [r - 1, r) seconds is the oracle's round r
+    assert [strategy.available_at(t) for t in (0.0, 0.99, 1.0, 2.5)] == [
+        oracle.draw(1),
+        oracle.draw(1),
+        oracle.draw(2),
+        oracle.draw(3),
+    ]
+    with pytest.raises(ValueError, match="oracle and available_at both given"):
+        FedBuff(buffer_size=1, concurrency=1, oracle=oracle, available_at=lambda t: [0])
+    with pytest.raises(ValueError, match=r"asynchronous.*FedBuff\(\.\.\., oracle=oracle\)"):
+        with_availability(FedBuff(buffer_size=1, concurrency=1), oracle)

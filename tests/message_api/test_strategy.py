@@ -10,6 +10,7 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Error, Message, MetricRec
 from flwr.common import Code, FitRes, Status, ndarrays_to_parameters
 
 from fedram_flwr import message_api, strategies
+from fedram_flwr.clients.wire import received
 from fedram_flwr.message_api.partitions import PARTITION_QUERY, PARTITION_RECORD
 from fedram_flwr.protocol import (
     CVAR_ALPHA,
@@ -52,7 +53,7 @@ def node(step, silent_rounds=(), seen=None):
         rnd = config["server-round"]
         if seen is not None:
             seen.append((message.metadata.message_type, rnd, dict(config)))
-        arrays = message.content["arrays"].to_numpy_ndarrays()
+        arrays = received(message, "test")[0]  # the model, then t, eta or c
         if message.metadata.message_type == "evaluate":
             loss = float(sum(a.sum() for a in arrays))
             return RecordDict({"metrics": MetricRecord({NUM_EXAMPLES: SIZES[pid], "loss": loss})})
@@ -174,7 +175,7 @@ def test_start_reports_rfedfairs_eta_and_its_averaged_omega() -> None:
         grid=grid, initial_arrays=initial, num_rounds=2, evaluate_fn=evaluate_fn
     )
     omegas = [
-        split_theta_t(m.content["arrays"].to_numpy_ndarrays())[0]
+        m.content["arrays"].to_numpy_ndarrays()  # omega alone: eta travels beside it
         for m in grid.sent
         if m.metadata.message_type == "train" and m.metadata.dst_node_id == 101
     ]

@@ -1,0 +1,1 @@
+"""advancedapp: a Flower / PyTorch app in the shape of Flower's advanced examples."""
