@@ -22,6 +22,7 @@ This face re-exports what a user's ClientApp imports.
 from fedram_flwr.clients.ca_fed import CAFedClient
 from fedram_flwr.clients.cvar import CVaRClient
 from fedram_flwr.clients.erm import ERMClient
+from fedram_flwr.clients.focus import FocusClient
 from fedram_flwr.clients.message import evaluate
 from fedram_flwr.clients.partition_query import partition_id_query
 from fedram_flwr.clients.rc_fl import RCFLClient
@@ -31,6 +32,7 @@ from fedram_flwr.clients.train_blocks import (
     train_ca_fed,
     train_cvar,
     train_erm,
+    train_focus,
     train_rcfl,
     train_scaffold,
 )
@@ -41,6 +43,7 @@ __all__ = [
     "CAFedClient",
     "CVaRClient",
     "ERMClient",
+    "FocusClient",
     "RCFLClient",
     "ScaffoldClient",
     "evaluate",
@@ -50,6 +53,7 @@ __all__ = [
     "train_ca_fed",
     "train_cvar",
     "train_erm",
+    "train_focus",
     "train_rcfl",
     "train_scaffold",
 ]
