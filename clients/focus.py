@@ -33,15 +33,17 @@ def fit_focus(
     From x_0 = x (the received model), K local SGD steps on g_k - g_prev, g_k the
     mini-batch gradient at x_k and g_prev the gradient of this client's last step in the
     last round it trained (zero before its first): the corrected gradient is the
-    trainer's gradient plus the offset -g_prev. The push is the last step's corrected
-    gradient, y_i = g_{K-1} - g_prev; g_{K-1} is kept in ``state`` for the next round.
+    trainer's gradient plus the offset -g_prev (with weight decay lambda, g_k is the
+    gradient of the decayed loss, f + lambda |x|^2 / 2, as SGD's step takes it). The push
+    is the last step's corrected gradient, y_i = g_{K-1} - g_prev; g_{K-1} is kept in
+    ``state`` for the next round.
     The authors' client takes K - 1 model steps for K gradients; the K-th step here only
     moves a model that is never sent, so the push is the same.
 
     Parameters
     ----------
     trainer : LocalTrainer
-        The client's model, data and training settings (plain SGD, no weight decay).
+        The client's model, data and training settings (plain SGD, any weight decay).
     parameters : NDArrays
         The received model x.
     config : Mapping[str, Any]
@@ -57,14 +59,12 @@ def fit_focus(
     Raises
     ------
     ValueError
-        With weight decay or an app optimizer: the push would not be the gradient the
-        steps followed.
+        With an app optimizer: the push would not be the gradient its steps followed.
     """
-    if trainer.weight_decay or trainer.optimizer is not None:
+    if trainer.optimizer is not None:
         raise ValueError(
-            f"{trainer.block}: {PLAIN_SGD}; weight_decay={trainer.weight_decay} and "
-            f"optimizer={type(trainer.optimizer).__name__} given: use no optimizer and "
-            "training.weight_decay 0"
+            f"{trainer.block}: optimizer={type(trainer.optimizer).__name__} is refused: "
+            f"{PLAIN_SGD}; use no optimizer (the block steps plain SGD)"
         )
     params = parameter_list(trainer.model)
     if len(params) != len(parameters):
@@ -79,8 +79,17 @@ def fit_focus(
         g_prev = [np.zeros_like(np.asarray(a), dtype=np.float32) for a in parameters]
     offset = [torch.from_numpy(np.asarray(-g, dtype=np.float32)) for g in g_prev]
     run = trainer.train(parameters, config, grad_offset=offset)
-    # After the loop each p.grad holds the last step's corrected gradient g_{K-1} - g_prev.
-    pushes = [p.grad.detach().cpu().numpy().astype(np.float32) for p in params]
+    # After the loop each p.grad holds the last step's corrected loss gradient; weight
+    # decay lambda adds lambda x_{K-1}, x_{K-1} recovered from the step it took:
+    # x_K = (1 - eta lambda) x_{K-1} - eta p.grad.
+    wd, lr = trainer.weight_decay, run.lr
+    pushes = []
+    for p in params:
+        grad = p.grad.detach().cpu().numpy().astype(np.float64)
+        if wd:
+            before = (p.detach().cpu().numpy() + lr * grad) / (1.0 - lr * wd)
+            grad = grad + wd * before
+        pushes.append(grad.astype(np.float32))
     state[FOCUS_GRADIENT] = ArrayRecord([y + g for y, g in zip(pushes, g_prev)])
     return pushes, trainer.num_examples, run.metrics
 
