@@ -1,12 +1,12 @@
 """The bias atlas's rows, columns, theory and page: which algorithm reaches the true
 optimum under which availability law (:mod:`fedram_flwr.engines.bias_atlas` measures).
 
-Each cell: the distance to w* of the model averaged over the last quarter of the rounds
-(averaging removes the round-to-round jitter of random participation, not a bias),
-relative to the start's, and its trend against the same average over rounds T/4..T/2:
-``reaches`` (below :data:`REACHED`), ``shrinking`` (the distance still falls by more than
-:data:`SHRINKING` over the second half) or ``stalled`` (a bias). Beside it, what theory
-predicts (:data:`THEORY`) and whether the measurement agrees.
+Each cell (:func:`summarise`): the distance to w* of the model averaged over the second
+half of the rounds and over the seeds (averaging removes the jitter of random
+participation, not a bias), relative to the start's, and its trend against the same
+average over rounds T/4..T/2: ``reaches`` (below :data:`REACHED`), ``stalled`` (a bias:
+the distance fell by less than :data:`STALLED` over the second half) or ``shrinking``.
+Beside it, what theory predicts (:data:`THEORY`) and whether the measurement agrees.
 """
 
 from __future__ import annotations
@@ -21,10 +21,11 @@ import numpy as np
 
 from fedram_flwr.engines.bias_atlas import N, Problem, run_cell, trace_file
 
-REACHED = 0.02
-"""A cell reaches w* when its tail-averaged distance is below this share of the start's."""
-SHRINKING = 0.5
-"""A cell still shrinks when its distance over the second half fell below this factor."""
+REACHED = 0.01
+"""A cell reaches w* when its averaged distance is below this share of the start's."""
+STALLED = 0.8
+"""A cell above :data:`REACHED` has stalled (a bias) when its distance over the second
+half fell by less than this factor; otherwise it is still shrinking."""
 
 SPREAD = [round(1.0 - 0.8 * i / (N - 1), 3) for i in range(N)]  # 1.0 down to 0.2
 
@@ -72,44 +73,40 @@ def _rates(equal: str, unequal: str) -> dict[str, str]:
     return {law: equal if law in EQUAL_RATES else unequal for law in LAWS}
 
 
+BERNOULLI = ("Bernoulli, uniform", "Bernoulli, heterogeneous")
+
+
+def _only(unbiased: Sequence[str], source: str, rest: str = K) -> tuple[dict[str, str], str]:
+    return {law: U if law in unbiased else rest for law in LAWS}, source
+
+
 THEORY: dict[str, tuple[dict[str, str], str]] = {
-    "FedAvg": (_rates(U, B), "weights p_i: Wang and Ji, ICLR 2024 (FedAU) Sec. 3"),
-    "FedAvg-IS (known p)": (_rates(U, U), "1/p_i weights: FedAR (Jiang et al.) Sec. 6.1"),
-    "FedAU": (
-        {
-            **_rates(U, U),
-            "Markov": K,
-            "min-separation": K,
-            "non-stationary (sine)": K,
-            "trace (diurnal)": K,
-        },
-        "Wang and Ji, ICLR 2024: independent participation; others not analysed",
+    "FedAvg": (_rates(U, B), "FedAvg minimises sum_i p_i f_i: Wang and Ji, ICLR 2024, Sec. 3"),
+    "FedAvg-IS (known p)": _only(LAWS, "1/p_i weights with the true p: unbiased in expectation"),
+    "FedAU": _only(
+        (*BERNOULLI, "cyclic"), "Wang and Ji, ICLR 2024: independent participation analysed"
     ),
-    "MIFA": (_rates(U, U), "Gu et al., NeurIPS 2021: arbitrary unavailability, bounded gaps"),
-    "FedVARP": (_rates(U, U), "Jhunjhunwala et al., UAI 2022: every client's last update"),
-    "FedAR": (_rates(U, U), "Jiang et al., 2024: arbitrary participation"),
-    "FedStale": (_rates(U, B), "Rodio et al., 2024: stale updates reduce, not remove, the bias"),
-    "FedAWE": (
-        {**_rates(U, U), "trace (diurnal)": K},
-        "Xiang et al., NeurIPS 2024: heterogeneous, non-stationary, independent",
+    "MIFA": _only(LAWS, "Gu et al., NeurIPS 2021: arbitrary unavailability, bounded gaps"),
+    "FedVARP": _only(LAWS, "Jhunjhunwala et al., UAI 2022: every client's latest update"),
+    "FedAR": _only(LAWS, "Jiang et al., FedAR: every client's rectified latest update"),
+    "FedStale": _only(BERNOULLI, "Rodio and Neglia 2024: FedAU-weighted, independent laws"),
+    "FedAWE": _only(
+        (*BERNOULLI, "non-stationary (sine)"),
+        "Xiang et al., NeurIPS 2024: independent, heterogeneous, non-stationary",
     ),
-    "F3AST": (
-        {**_rates(U, U), "non-stationary (sine)": B, "trace (diurnal)": K},
-        "Ribero et al., JSTSP 2023: stationary rates, tracked",
+    "F3AST": _only(
+        (*BERNOULLI, "Markov", "cyclic"), "Ribero et al., JSTSP 2023: stationary rates, tracked"
     ),
-    "CA-Fed": (_rates(U, B), "Rodio et al., ToN 2024: excludes correlated clients by design"),
-    "Debiasing FedAvg": (
-        {**_rates(U, U), "non-stationary (sine)": K, "trace (diurnal)": K},
-        "Sun et al., ICLR 2025: min-separation (and stationary laws)",
+    "CA-Fed": (_rates(K, B), "Rodio et al., ToN 2024: biased by design once it excludes"),
+    "Debiasing FedAvg": _only(
+        (*BERNOULLI, "Markov", "cyclic", "min-separation"),
+        "Sun et al., ICLR 2025: min-separation and stationary laws, 1/pi_hat",
     ),
-    "SCAFFOLD": (_rates(U, B), "Ying et al., NeurIPS 2025 Sec. 3: biased under arbitrary laws"),
-    "Amplified SCAFFOLD": (
-        {**_rates(K, K), "cyclic": U},
-        "Crawshaw and Liu, NeurIPS 2024: periodic participation",
-    ),
-    "FOCUS": (_rates(U, U), "Ying et al., NeurIPS 2025: exact under any participation"),
+    "SCAFFOLD": _only(EQUAL_RATES, "Karimireddy et al., ICML 2020: uniform sampling analysed"),
+    "Amplified SCAFFOLD": _only(("cyclic",), "Crawshaw and Liu, NeurIPS 2024: periodic laws"),
+    "FOCUS": _only(LAWS, "Ying et al., NeurIPS 2025: exact under any participation"),
     "Fed-CVaR-Avg (alpha=1)": (_rates(U, B), "alpha = 1: CVaR is the mean, FedAvg's rule"),
-    "FedBuff (clock)": (_rates(K, K), "Nguyen et al., AISTATS 2022: not analysed"),
+    "FedBuff (clock)": _only((), "Nguyen et al., AISTATS 2022: bias not analysed"),
 }
 
 
@@ -125,17 +122,19 @@ class Cell:
 
 
 def summarise(problem: Problem, runs: Sequence[np.ndarray]) -> Cell:
-    """The cell of the runs (one per seed, each the models w_0..w_T)."""
+    """The cell of the runs (one per seed, each the models w_0..w_T): the mean over the
+    seeds of the model averaged over rounds T/2..T (a bias is the same in every seed, the
+    jitter of the draws is not), its distance to w* relative to the start's, and the
+    trend against the same over rounds T/4..T/2."""
     start = float(np.linalg.norm(runs[0][0] - problem.optimum))
-    ends, mids = [], []
-    for w in runs:
-        t = len(w) - 1
-        ends.append(np.linalg.norm(w[3 * t // 4 :].mean(0) - problem.optimum) / start)
-        mids.append(np.linalg.norm(w[t // 4 : t // 2].mean(0) - problem.optimum) / start)
-    end, mid = float(np.mean(ends)), float(np.mean(mids))
-    trend = end / mid if mid > 0 else 0.0
-    verdict = "reaches" if end < REACHED else "shrinking" if trend < SHRINKING else "stalled"
-    return Cell(end, trend, verdict)
+    t = len(runs[0]) - 1
+    end = np.mean([w[t // 2 :].mean(0) for w in runs], 0)
+    mid = np.mean([w[t // 4 : t // 2].mean(0) for w in runs], 0)
+    end_d = float(np.linalg.norm(end - problem.optimum)) / start
+    mid_d = float(np.linalg.norm(mid - problem.optimum)) / start
+    trend = end_d / mid_d if mid_d > 0 else 0.0
+    verdict = "reaches" if end_d < REACHED else "stalled" if trend >= STALLED else "shrinking"
+    return Cell(end_d, trend, verdict)
 
 
 def agrees(predicted: str, verdict: str) -> str:
