@@ -22,7 +22,8 @@ Summed over rounds the pushes telescope: y = sum_i g_i^last, every client's most
 gradient with weight 1 whether it trains often or rarely, which is why the fixed point is
 the minimiser of F(x) = (1/N) sum_i f_i under any participation (the paper's eq. 1).
 
-Where this follows the code rather than the paper's algorithm box:
+The paper's algorithm box could not be read here (only its abstract and introduction,
+which state the objective), so every detail is the code's:
 
 - the authors' client computes K gradients and takes K - 1 model steps (the model after
   the last gradient is never used); here the client takes K steps, the last one
@@ -32,8 +33,9 @@ Where this follows the code rather than the paper's algorithm box:
 - the server and the clients step with the same eta (``lr``), sent as the clients'
   ``lr``; ``lr_decay`` 1 keeps it constant, as the authors do.
 
-Reductions: with K = 1 and every client in every round, FOCUS is gradient descent on
-sum_i f_i = N F with step eta (x_{t+1} = x_t - eta sum_i grad f_i(x_t)).
+A reduction that follows from the rule: with K = 1 and every client in every round,
+FOCUS is gradient descent on sum_i f_i = N F with step eta (x_{t+1} = x_t - eta sum_i
+grad f_i(x_t)).
 
 The wire carries x to the clients and y_i back (arrays shaped like the model, not a
 model). Flower's Message API: ``Focus`` in :mod:`fedram_flwr.message_api` (same core).
