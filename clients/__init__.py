@@ -4,8 +4,8 @@ Everything a SuperNode runs of the project, and nothing of the server side
 (``tests/test_imports.py``):
 
 - The local objectives, one local fit each: the legacy NumPyClients (``erm``, ``cvar``,
-  ``ca_fed``, ``rc_fl``, ``scaffold``) and the Message-API building blocks a user's
-  ``@app.train()`` / ``@app.evaluate()`` calls (:mod:`~fedram_flwr.clients.train_blocks`,
+  ``ca_fed``, ``rc_fl``, ``scaffold``, ``focus``) and the Message-API building blocks a
+  user's ``@app.train()`` / ``@app.evaluate()`` calls (:mod:`~fedram_flwr.clients.train_blocks`,
   :mod:`~fedram_flwr.clients.message`, :mod:`~fedram_flwr.clients.wire`).
 - The learning task they share: :mod:`~fedram_flwr.clients.models`, local SGD
   (:mod:`~fedram_flwr.clients.training` over :mod:`~fedram_flwr.clients.batches`, with
@@ -29,6 +29,7 @@ _HOME = {
     "CAFedClient": "fedram_flwr.clients.ca_fed",
     "CVaRClient": "fedram_flwr.clients.cvar",
     "ERMClient": "fedram_flwr.clients.erm",
+    "FocusClient": "fedram_flwr.clients.focus",
     "evaluate": "fedram_flwr.clients.message",
     "partition_id": "fedram_flwr.clients.wire",
     "partition_id_query": "fedram_flwr.clients.partition_query",
@@ -38,6 +39,7 @@ _HOME = {
     "train_ca_fed": "fedram_flwr.clients.train_blocks",
     "train_cvar": "fedram_flwr.clients.train_blocks",
     "train_erm": "fedram_flwr.clients.train_blocks",
+    "train_focus": "fedram_flwr.clients.train_blocks",
     "train_rcfl": "fedram_flwr.clients.train_blocks",
     "train_scaffold": "fedram_flwr.clients.train_blocks",
 }

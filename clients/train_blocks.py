@@ -24,6 +24,7 @@ from fedram_flwr.clients.batches import Batch, LoaderData
 from fedram_flwr.clients.ca_fed import CAFedClient
 from fedram_flwr.clients.cvar import CVaRClient
 from fedram_flwr.clients.erm import ERMClient, FitResult
+from fedram_flwr.clients.focus import FocusClient
 from fedram_flwr.clients.models import get_weights
 from fedram_flwr.clients.optimizers import OptimizerSpec, check_spec
 from fedram_flwr.clients.rc_fl import RCFLClient
@@ -388,6 +389,7 @@ train_ca_fed = Objective(
     optional_keys=(REPORT_LOCAL_OPTIMUM,),
     algorithms=("ca-fed", "afl", "qffl"),
 )
+train_focus = Objective("train_focus", "FOCUS", FocusClient, algorithms=("focus",))
 OBJECTIVES = (
     train_erm,
     train_cvar,
@@ -395,6 +397,7 @@ OBJECTIVES = (
     train_scaffold,
     train_amplified_scaffold,
     train_ca_fed,
+    train_focus,
 )
 
 

@@ -112,6 +112,10 @@ its pending control variate when it changes."""
 SCAFFOLD_CONTROL = "scaffold-control"
 """``Context.state`` record (never on the wire): SCAFFOLD's client control variate c_i."""
 
+FOCUS_GRADIENT = "focus-gradient"
+"""``Context.state`` record (never on the wire): FOCUS's g_i^prev, the gradient of the
+client's last local step in the last round it trained."""
+
 SCAFFOLD_PENDING = "scaffold-pending"
 """``Context.state`` records (never on the wire): Amplified SCAFFOLD's D_i = c_i^new - c_i
 of the period (an ArrayRecord) and, under ``SCAFFOLD_PENDING + "-meta"``, its period

@@ -20,6 +20,7 @@ from fedram_flwr.strategies.fedau import FedAU
 from fedram_flwr.strategies.fedavg import FedAvg
 from fedram_flwr.strategies.fedawe import FedAWE
 from fedram_flwr.strategies.fedstale import FedStale, FedStaleActive
+from fedram_flwr.strategies.focus import Focus
 from fedram_flwr.strategies.participation import FedAvgAll, FedAvgIS, FedAvgSampled
 from fedram_flwr.strategies.qffl import QFFL
 from fedram_flwr.strategies.rc_fl import RFedFair
@@ -44,6 +45,7 @@ __all__ = [
     "FedStale",
     "FedStaleActive",
     "FedVARP",
+    "Focus",
     "MIFA",
     "MoreAvailable",
     "QFFL",

@@ -40,6 +40,7 @@ from fedram_flwr.strategies.fedar import FedARCore
 from fedram_flwr.strategies.fedau import FedAUCore
 from fedram_flwr.strategies.fedavg import FedAvgCore
 from fedram_flwr.strategies.fedstale import FedStaleActiveCore, FedStaleCore
+from fedram_flwr.strategies.focus import FocusCore
 from fedram_flwr.strategies.participation import (
     FedAvgAllCore,
     FedAvgISCore,
@@ -182,6 +183,13 @@ class AmplifiedScaffold(CoreMessageStrategy):
 
     core_type = AmplifiedScaffoldCore
     reply_layout = "(y_i, D_i): the model's arrays, then the control's (join_model_control)"
+
+
+class Focus(CoreMessageStrategy):
+    """FOCUS (Ying, Li, Yang, NeurIPS 2025): the pushes y_i summed into y, x -= eta y."""
+
+    core_type = FocusCore
+    reply_layout = "y_i: the pushed gradient change, shaped like the model's arrays"
 
 
 class DebiasingFedAvg(CoreMessageStrategy):

@@ -72,6 +72,8 @@ ALGORITHMS: dict[str, AlgorithmSpec[Any]] = {
             ma.AmplifiedScaffold,
             scenario=ORACLE,
         ),
+        # FOCUS (Ying, Li, Yang 2025): push-pull gradient tracking
+        AlgorithmSpec("focus", st.Focus, ma.Focus),
         # RC-FL (rFedFair) and its baselines
         AlgorithmSpec("rfedfair", st.RFedFair, ma.RFedFair, scenario=RFedFairChecks),
         AlgorithmSpec("afl", st.AFL, ma.AFL),

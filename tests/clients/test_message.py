@@ -22,6 +22,7 @@ from fedram_flwr.clients import (
     train_ca_fed,
     train_cvar,
     train_erm,
+    train_focus,
     train_rcfl,
     train_scaffold,
 )
@@ -142,7 +143,7 @@ def test_a_node_finds_its_objective_by_the_algorithm_name() -> None:
     named = [name for objective in OBJECTIVES for name in objective.algorithms]
     assert sorted(named) == sorted(set(named)) and set(named) <= set(ALGORITHMS)
     expected = {"fed-cvar-avg": train_cvar, "rfedfair": train_rcfl, "scaffold": train_scaffold}
-    expected |= {"amplified-scaffold": train_amplified_scaffold}
+    expected |= {"amplified-scaffold": train_amplified_scaffold, "focus": train_focus}
     expected |= {"ca-fed": train_ca_fed, "afl": train_ca_fed, "qffl": train_ca_fed}
     for name in ALGORITHMS:
         assert objective_of(name) is expected.get(name, train_erm), name

@@ -9,9 +9,10 @@ engine could break:
 - ``ca-fed``: two-state Markov chains, F_k* from each client's ``Context.state``
   (``loss_floor: local-optimum``), excluding clients (kappa_bar^2 = 1e-3);
   ``unbiased``: its oracle-informed baseline;
-- ``fedar`` and ``scaffold`` under Bernoulli p = (1, 0.6, 0.3): client 0 trains every
-  round, so SCAFFOLD's c_i in ``Context.state`` is read back; FedAR's cut-off drops stale
-  updates; ``fedar-empty``: a trace with empty rounds, where FedAR steps from memory;
+- ``fedar``, ``scaffold`` and ``focus`` under Bernoulli p = (1, 0.6, 0.3): client 0 trains
+  every round, so SCAFFOLD's c_i and FOCUS's g_prev in ``Context.state`` are read back;
+  FedAR's cut-off drops stale updates; ``fedar-empty``: a trace with empty rounds, where
+  FedAR steps from memory;
 - ``fedawe``: each node gets its own model (the server's copy from its last round);
 - ``amplified-scaffold`` under the same Bernoulli law with period 2: client 0 pools its
   D_i over rounds 1-2 in ``Context.state`` and adopts it in round 3 (the period's key);
@@ -83,6 +84,7 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any] | str]] = {
     "fedar": (FEDAR, BERNOULLI),
     "fedar-empty": (FEDAR, TRACE),
     "scaffold": ({"name": "scaffold", "params": {}}, BERNOULLI),
+    "focus": ({"name": "focus", "params": {}}, BERNOULLI),
     "fedawe": ({"name": "fedawe", "params": {"server_lr": 1.5}}, BERNOULLI),
     "amplified-scaffold": ({"name": "amplified-scaffold", "params": {"period": 2}}, BERNOULLI),
     "debiasing-fedavg": (
