@@ -39,9 +39,9 @@ from torch import nn
 
 from fedram_flwr.clients.batches import Batch, LoaderData
 from fedram_flwr.clients.evaluation import evaluate_passes
+from fedram_flwr.clients.local_training import LocalTraining as LocalTraining
 from fedram_flwr.clients.models import set_weights
 from fedram_flwr.clients.train_blocks import OBJECTIVES as OBJECTIVES
-from fedram_flwr.clients.train_blocks import LocalTraining as LocalTraining
 from fedram_flwr.clients.train_blocks import Objective as Objective
 from fedram_flwr.clients.train_blocks import objective_for as objective_for
 from fedram_flwr.clients.train_blocks import objective_of as objective_of

@@ -3,8 +3,9 @@
 Each ``train_*`` block (an :class:`Objective`) is what a user's ``@app.train()`` handler
 calls (see :mod:`fedram_flwr.clients.message`, which re-exports them): it checks the
 message against its strategy's wire contract, runs the legacy NumPyClient's local fit
-and returns the checked reply; :class:`LocalTraining` is the same round in the shape of
-a Flower app's own ``train`` function and reply lines. :data:`OBJECTIVES` lists the
+and returns the checked reply; its ``.local(...)`` form
+(:class:`~fedram_flwr.clients.local_training.LocalTraining`) is the same round in the shape
+of a Flower app's own ``train`` function and reply lines. :data:`OBJECTIVES` lists the
 blocks; :func:`objective_of` finds the one that answers an algorithm's strategy (the
 project's ClientApp, without the registry), :func:`objective_for` the one over a legacy
 NumPyClient class.
@@ -20,11 +21,12 @@ import torch
 from flwr.app import Context, Message, MetricRecord, RecordDict
 from torch import nn
 
-from fedram_flwr.clients.batches import Batch, LoaderData
+from fedram_flwr.clients.batches import Batch
 from fedram_flwr.clients.ca_fed import CAFedClient
 from fedram_flwr.clients.cvar import CVaRClient
 from fedram_flwr.clients.erm import ERMClient, FitResult
 from fedram_flwr.clients.focus import FocusClient
+from fedram_flwr.clients.local_training import LocalTraining
 from fedram_flwr.clients.models import get_weights
 from fedram_flwr.clients.optimizers import OptimizerSpec, check_spec
 from fedram_flwr.clients.rc_fl import RCFLClient
@@ -39,7 +41,6 @@ from fedram_flwr.clients.wire import (
     Layout,
     array_keys,
     model_part,
-    partition_id,
     received,
     reply_content,
 )
@@ -271,84 +272,6 @@ class Objective:
                 f"{self.block}: the reply's '{METRICS}' lack '{missing[0]}', which "
                 f"the {self.algorithm} strategy reads (it has {sorted(metrics)})"
             )
-
-
-@dataclass
-class LocalTraining:
-    """One round of an objective in the shape of a Flower app's own training.
-
-    So a handler keeps its lines: ``train(model, trainloader, epochs, lr, device)`` has
-    the signature of Flower's quickstart ``train`` function and returns the train loss;
-    ``reply(content)`` answers the message with the app's reply content, the objective's
-    arrays (t, eta or the control after the model's) and metrics put in. Made by
-    :meth:`Objective.local`, whose arguments its fields are. ::
-
-        local = train_cvar.local(msg, context, optimizer=..., to_xy=...)
-        train_loss = local.train(model, trainloader, epochs, lr, device)
-        ...  # the app's own reply content
-        return local.reply(content)
-    """
-
-    objective: Objective
-    msg: Message
-    context: Context
-    optimizer: OptimizerSpec | None = None
-    to_xy: Callable[[Any], Batch] | None = None
-    steps: int | None = None
-    weight_decay: float = 0.0
-    done: tuple[FitResult, dict[str, Any]] | None = None
-    load: bool = False
-
-    def train(
-        self,
-        model: nn.Module,
-        trainloader: Iterable[Any],
-        epochs: int = 1,
-        lr: float | None = None,
-        device: torch.device | str | None = None,
-    ) -> float:
-        """Train ``model`` on ``trainloader`` as the handler prepared it.
-
-        The block loads nothing into ``model`` (the handler's own
-        ``model.load_state_dict(msg.content["arrays"].to_torch_state_dict())`` does, and
-        what it restores after, a personal layer from ``context.state``, stays); it takes
-        t, eta or the control from the message. Arguments as for calling the block
-        (:meth:`Objective.__call__`).
-
-        Returns
-        -------
-        float
-            ``train-loss``: the mean mini-batch loss of the last local epoch.
-        """
-        device = device or next(model.parameters()).device
-        data = LoaderData(trainloader, to_xy=self.to_xy, device=device)
-        block, pid = self.objective.block, partition_id(self.context)
-        trainer = LocalTrainer(
-            model, data, pid, lr, epochs, self.steps, self.weight_decay,
-            optimizer=self.optimizer, block=block,
-        )  # fmt: skip
-        self.done = self.objective.fit(self.msg, self.context, trainer, load=self.load)
-        return float(self.done[0][2][TRAIN_LOSS])
-
-    def reply(self, content: RecordDict | None = None) -> Message:
-        """Return the reply Message: ``content`` with this round's arrays and metrics.
-
-        Parameters
-        ----------
-        content : RecordDict, optional
-            The app's own reply records, or none.
-
-        Raises
-        ------
-        ValueError
-            Before :meth:`train`.
-        """
-        if self.done is None:
-            raise ValueError(
-                f"{self.objective.block}: reply() before train(): call "
-                ".train(model, trainloader, epochs, lr, device) first"
-            )
-        return self.objective.answer(self.msg, *self.done, content)
 
 
 train_erm = Objective("train_erm", "FedAvg (or FedAR, MIFA, FedVARP, FedAU, ...)", ERMClient)
