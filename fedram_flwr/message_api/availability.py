@@ -51,19 +51,13 @@ wraps any such strategy, unchanged, in :class:`AvailabilityStrategy`:
   ``failed_rounds`` attribute) screens and counts its replies itself, with its own
   ``max_failed_rounds``; one that wraps such a strategy (Flower's DP wrappers, which
   skip a round with an error reply before the strategy they wrap sees it) does not.
-- **The partition-id contract.** Oracles know clients by partition id; Flower names
-  nodes by random node ids. The node id -> partition id map is learned once (for
-  ``connected``: for each newly connected node) with a ``"query.partition_id"``
-  message that :func:`partition_id_query`, registered in the user's ClientApp, answers
-  from ``context.node_config["partition-id"]`` (with the node's ``num-examples`` when the
-  handler is given it: rFedFair needs m_i). It is the only query the project's
-  strategies send (FedAWE and rFedFair without this wrapper ask it too), written once in
-  :mod:`~fedram_flwr.message_api.partitions`, and asked through the run's partition
-  directory (:mod:`fedram_flwr.availability.partition_directory`): each node once, all new
-  nodes in one message batch. Every wait is bounded
-  (``wait_timeout``, ``query_timeout``) and its error says what was expected, what was
-  seen and which setting to change. Waiting for the nodes and learning their partition
-  ids is the mixin :class:`~fedram_flwr.message_api.node_discovery.NodeDiscovery`.
+- **The partition-id contract.** Oracles know clients by partition id, Flower names
+  nodes by random ids: each node is asked its partition id once (the ``connected``
+  oracle: each newly connected node), through the run's partition directory, with a
+  bounded wait (:mod:`~fedram_flwr.message_api.partitions`; the handler the user's
+  ClientApp registers is :func:`partition_id_query`). Waiting for the nodes and learning
+  their partition ids is the mixin
+  :class:`~fedram_flwr.message_api.node_discovery.NodeDiscovery`.
 """
 
 from __future__ import annotations
@@ -80,13 +74,14 @@ from flwr.serverapp.strategy import Strategy
 
 from fedram_flwr.availability.connected import ConnectedClientManager
 from fedram_flwr.availability.laws import connected_sample
-from fedram_flwr.availability.manager import AvailabilityError, OracleClientManager
+from fedram_flwr.availability.manager import OracleClientManager
 from fedram_flwr.availability.partition_directory import PartitionDirectory
 from fedram_flwr.message_api.node_discovery import NodeDiscovery
 from fedram_flwr.message_api.round_guard import error_text, received, warn
 from fedram_flwr.message_api.round_view import (
     MAX_POLLS,
     RoundView,
+    check_addressed,
     minimum_sizes,
     readdress,
     standing_in,
@@ -345,17 +340,12 @@ class AvailabilityStrategy(NodeDiscovery, Strategy):
         self.oracle.round, self.oracle.last_active = server_round, list(pids)
         oracle = type(self.oracle).__name__
         if pids:
-            log(
-                INFO, "availability: round %d relays partitions %s (%s)", server_round, pids, oracle
-            )
+            log(INFO, "availability: round %d relays partitions %s (%s)", server_round, pids,
+                oracle)  # fmt: skip
         else:
-            log(
-                WARNING,
-                "availability: round %d: no node is available (%s); the round trains and "
-                "evaluates nobody and the strategy keeps its model",
-                server_round,
-                oracle,
-            )
+            what = "the round trains and evaluates nobody and the strategy keeps its model"
+            log(WARNING, "availability: round %d: no node is available (%s); %s", server_round,
+                oracle, what)  # fmt: skip
         return nodes
 
     def _relay(
@@ -380,13 +370,7 @@ class AvailabilityStrategy(NodeDiscovery, Strategy):
         view = RoundView(grid, nodes + stand_ins, name, partition_of, self.num_examples)
         messages = list(configure(server_round, arrays, config, view))
         if picks:
-            stray = sorted({m.metadata.dst_node_id for m in messages} - set(nodes))
-            if stray:
-                raise AvailabilityError(
-                    f"{name} addressed nodes {stray}, not available in round {server_round} "
-                    f"(available: {nodes}); a strategy with picks_among_available picks "
-                    "among grid.get_node_ids() only"
-                )
+            check_addressed(messages, nodes, name, server_round)
         else:
             messages = readdress(messages, nodes)
         if messages:  # the strategy's own "Sampled n nodes" log line counted stand-ins

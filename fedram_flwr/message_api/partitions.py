@@ -1,5 +1,13 @@
 """The partition-id contract of the Message API, server side, written once.
 
+Oracles know clients by partition id; Flower names nodes by random node ids. The node id
+-> partition id map is learned once (for the ``connected`` oracle: for each newly
+connected node) with a ``"query.partition_id"`` message that :func:`partition_id_query`,
+registered in the user's ClientApp, answers from ``context.node_config["partition-id"]``
+(with the node's ``num-examples`` when the handler is given it: rFedFair needs m_i).
+Every wait is bounded (``wait_timeout``, ``query_timeout``) and its error says what was
+expected, what was seen and which setting to change.
+
 The one query the project's Message-API strategies send to learn who a node is (the
 node's half, the query's name and
 the handler :func:`partition_id_query` that answers it, is

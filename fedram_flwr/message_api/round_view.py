@@ -126,6 +126,25 @@ def minimum_sizes(strategy: Strategy) -> list[int]:
     return sizes
 
 
+def check_addressed(
+    messages: list[Message], nodes: list[int], name: str, server_round: int
+) -> None:
+    """Check that a strategy that picks among the available nodes addressed only them.
+
+    Raises
+    ------
+    AvailabilityError
+        Naming the strategy ``name``, the stray node ids and the round's ``nodes``.
+    """
+    stray = sorted({m.metadata.dst_node_id for m in messages} - set(nodes))
+    if stray:
+        raise AvailabilityError(
+            f"{name} addressed nodes {stray}, not available in round {server_round} "
+            f"(available: {nodes}); a strategy with picks_among_available picks "
+            "among grid.get_node_ids() only"
+        )
+
+
 def readdress(messages: list[Message], nodes: list[int]) -> list[Message]:
     """Readdress the strategy's messages to ``nodes``.
 
