@@ -24,6 +24,7 @@ class Recorder(Tracker):
     def __init__(self, name: str, fail_at: int | None = None) -> None:
         self.name, self.fail_at = name, fail_at
         self.steps: dict[int, dict[str, float]] = {}
+        self.logs: list[tuple[int, dict[str, float]]] = []
         self.files: list[str] = []
         self.ended: list[str] = []
         Recorder.made.append(self)
@@ -36,6 +37,15 @@ class Recorder(Tracker):
         if step == self.fail_at:
             raise ConnectionError("tracker unreachable")
         self.steps[step] = metrics
+        self.logs.append((step, metrics))
+
+    def steps_merged(self) -> dict[int, dict[str, float]]:
+        """step -> every metric logged at it (over several calls), each key once."""
+        merged: dict[int, dict[str, float]] = {}
+        for step, metrics in self.logs:
+            assert not set(metrics) & set(merged.get(step, {})), f"step {step} logged twice"
+            merged.setdefault(step, {}).update(metrics)
+        return merged
 
     def finish(self, summary, files):
         self.summary, self.files = summary, [f.name for f in files]
