@@ -93,3 +93,34 @@ def test_with_tracking_to_tensorboard_reads_back(tmp_path) -> None:
         for key, value in metrics.items():
             got = {e.step: e.value for e in events.Scalars(key)}
             assert got[r] == pytest.approx(np.float32(value)), (key, r)
+
+
+def test_fedbuff_steps_log_buffer_staleness_and_clock(monkeypatch, tmp_path) -> None:
+    """The hand schedule of tests/message_api/test_fedbuff.py: step 1 at t = 2 from
+    clients 0 and 2 (staleness 0, 0), step 2 at t = 3 from 1 (staleness 1) and 0 (0); the
+    app's own on_step still runs."""
+    from fedram_flwr.engines.grid import InProcessGrid
+    from fedram_flwr.message_api import FedBuff
+    from tests.message_api.test_fedbuff import (
+        half_way_app,
+        hand_available,
+        hand_durations,
+        scalar,
+    )
+
+    Recorder.made = []
+    monkeypatch.setattr("fedram_flwr.tracking.requested", lambda given: list(given))
+    monkeypatch.setattr(tracking_run, "tracker", Recorder)
+    strategy = FedBuff(
+        buffer_size=2, concurrency=2, available_at=hand_available, durations=hand_durations
+    )
+    seen: list[int] = []
+    strategy.on_step = lambda record, model: seen.append(record.version)
+    with_tracking(strategy, "wandb", name="fedbuff", root=tmp_path)
+    strategy.start(InProcessGrid(half_way_app(), 3), scalar(), num_rounds=2)
+    steps = Recorder.made[0].steps_merged()
+    for step, (mean, most, clock) in {1: (0.0, 0.0, 2.0), 2: (0.5, 1.0, 3.0)}.items():
+        assert steps[step]["buffered"] == 2.0 and steps[step]["failures"] == 0.0
+        assert steps[step]["mean-staleness"] == mean and steps[step]["max-staleness"] == most
+        assert steps[step]["sim-seconds"] == clock
+    assert seen == [1, 2] and Recorder.made[0].ended == ["complete"]
