@@ -4,11 +4,15 @@ and a failed run is marked so."""
 
 from __future__ import annotations
 
+import json
+import os
+
 import pytest
 
 import fedram_flwr.tracking.run as tracking_run
 from fedram_flwr.rundir.outputs import RunDirectory
 from fedram_flwr.strategies import FedCVaRAvg
+from fedram_flwr.tracking.run import STATE_FILE, TrackedRun
 from fedram_flwr.tracking.trackers import Tracker
 from fedram_flwr.tracking.values import metrics_of
 from tests.cli.test_commands import fedram, stub_report, write_scenario
@@ -107,3 +111,53 @@ def test_a_failed_run_is_marked_failed(tmp_path, capsys, trackers, monkeypatch) 
     (good,) = trackers
     assert sorted(good.steps) == [0] and good.ended == ["failed"]
     assert "TRACKING FAILED" not in err
+
+
+def follow(run_dir, info_root) -> TrackedRun:
+    """A TrackedRun of ``run_dir`` polled by hand (its thread never started)."""
+    from fedram_flwr.tracking.trackers import RunInfo
+
+    return TrackedRun(["tensorboard"], run_dir, RunInfo("v/seed0", "s", {}, info_root))
+
+
+def test_rows_are_logged_as_they_are_written_whole_lines_only(tmp_path, trackers) -> None:
+    """Before this attempt's status.json nothing is opened; then each poll logs the whole
+    lines written since the last one (a line being written waits for its newline)."""
+    old = tmp_path / "status.json"
+    old.write_text(json.dumps({"status": "failed"}))
+    os.utime(old, (1.0, 1.0))  # a previous attempt's record
+    tracked = follow(tmp_path, tmp_path / "tracking")
+    tracked._since = 1000.0
+    tracked.poll()
+    assert trackers == [] or trackers[0].steps == {}
+    old.write_text(json.dumps({"status": "running"}))
+    rows = tmp_path / "metrics.jsonl"
+    rows.write_text('{"round": 0, "accuracy": 0.5}\n{"round": 1, "acc')
+    tracked.poll()
+    (recorder,) = trackers
+    assert recorder.steps == {0: {"accuracy": 0.5}}
+    with rows.open("a") as fh:
+        fh.write('uracy": 0.75, "relayed": [2]}\n')
+    tracked.poll()
+    assert recorder.steps == {0: {"accuracy": 0.5}, 1: {"accuracy": 0.75, "relayed.count": 1.0}}
+    assert json.loads((tmp_path / STATE_FILE).read_text()) == {
+        "ids": {"tensorboard": "tensorboard-id"}, "logged-round": 1
+    }
+
+
+def test_a_resumed_attempt_continues_the_saved_ids_after_the_logged_round(
+    tmp_path, trackers, monkeypatch
+) -> None:
+    saved = {"ids": {"tensorboard": "old-id"}, "logged-round": 2}
+    (tmp_path / STATE_FILE).write_text(json.dumps(saved))
+    (tmp_path / "status.json").write_text(json.dumps({"status": "running", "resumed-from": 1}))
+    (tmp_path / "metrics.jsonl").write_text(
+        "".join(json.dumps({"round": r, "loss": float(r)}) + "\n" for r in range(5))
+    )
+    resumed = []
+    monkeypatch.setattr(
+        Recorder, "open", lambda self, run, resume_id: resumed.append(resume_id) or "old-id"
+    )
+    follow(tmp_path, tmp_path / "tracking").poll()
+    assert resumed == ["old-id"]
+    assert trackers[0].steps == {3: {"loss": 3.0}, 4: {"loss": 4.0}}
