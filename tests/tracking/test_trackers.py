@@ -150,3 +150,26 @@ def test_a_resumed_run_continues_its_tracked_run(tmp_path, monkeypatch) -> None:
         assert sorted(m.step for m in history) == sorted(by_round)
         assert {m.step: m.value for m in history} == pytest.approx(by_round, nan_ok=True)
         assert sorted(e.step for e in events.Scalars(key)) == sorted(by_round)
+
+
+@pytest.mark.flwr
+def test_a_run_on_flowers_simulation_engine_is_tracked(tmp_path, monkeypatch) -> None:
+    """The ServerApp writes the run folder in Flower's processes; the ``fedram`` process
+    follows it: every row reaches TensorBoard, the run ends FINISHED in MLflow with the
+    engine and API as parameters."""
+    pytest.importorskip("mlflow")
+    pytest.importorskip("tensorboard")
+    monkeypatch.setattr("fedram_flwr.cli.commands.plot_run", lambda *args: None)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    out = tmp_path / "runs"
+    argv = ["run", str(write_scenario(tmp_path)), "--out", str(out), "--variant", "alpha=0.1",
+            "--engine", "flwr", "--track", "tensorboard", "--track", "mlflow"]  # fmt: skip
+    assert main(argv) == 0
+    run = RunDirectory(out.joinpath(*RUN))
+    events = accumulator(out / "tracking" / "tensorboard" / Path(*RUN))
+    for key, by_round in expected(run).items():
+        got = {e.step: e.value for e in events.Scalars(key)}
+        assert got == {r: pytest.approx(np.float32(v), nan_ok=True) for r, v in by_round.items()}
+    client, found = mlflow_run(out)
+    assert found.info.status == "FINISHED"
+    assert (found.data.params["engine"], found.data.params["api"]) == ("flwr", "message")
