@@ -118,10 +118,12 @@ def test_wandb_offline_run_holds_every_row_in_its_group(tracked) -> None:
 
 def test_a_resumed_run_continues_its_tracked_run(tmp_path, monkeypatch) -> None:
     """Round 4 fails once (marked FAILED); the rerun resumes from round 3's checkpoint
-    and logs rounds 4..6 to the same MLflow run and TensorBoard folder (FINISHED): each
-    round once, the values of ``metrics.jsonl``."""
+    and logs rounds 4..6 to the same MLflow run, TensorBoard folder and W&B run id
+    (FINISHED, exit code 0): each round once, the values of ``metrics.jsonl``."""
     pytest.importorskip("mlflow")
     pytest.importorskip("tensorboard")
+    pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_MODE", "offline")
     real, calls = FedCVaRAvg.aggregate_fit, []
 
     def fail_once(self, server_round, *replies):
@@ -135,7 +137,8 @@ def test_a_resumed_run_continues_its_tracked_run(tmp_path, monkeypatch) -> None:
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     out = tmp_path / "runs"
     argv = ["run", str(write_scenario(tmp_path)), "--out", str(out), "--variant", "alpha=0.1",
-            "--checkpoint-every", "1", "--track", "mlflow", "--track", "tensorboard"]  # fmt: skip
+            "--checkpoint-every", "1", "--track", "mlflow", "--track", "tensorboard",
+            "--track", "wandb"]  # fmt: skip
     assert main(argv) == 1
     client, found = mlflow_run(out)
     assert found.info.status == "FAILED"
@@ -150,6 +153,12 @@ def test_a_resumed_run_continues_its_tracked_run(tmp_path, monkeypatch) -> None:
         assert sorted(m.step for m in history) == sorted(by_round)
         assert {m.step: m.value for m in history} == pytest.approx(by_round, nan_ok=True)
         assert sorted(e.step for e in events.Scalars(key)) == sorted(by_round)
+    attempts = [offline_run(f) for f in sorted((out / "tracking" / "wandb").glob("offline-run-*"))]
+    assert len({a["id"] for a in attempts}) == 1  # `wandb sync` puts both in one run
+    assert [(sorted(a["history"]), a["exit_code"]) for a in attempts] == [
+        ([0, 1, 2, 3], 1),
+        ([4, 5, 6], 0),
+    ]
 
 
 @pytest.mark.flwr

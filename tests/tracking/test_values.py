@@ -4,6 +4,7 @@ summary's numbers (no tracker needed)."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -93,3 +94,14 @@ def test_png_size_reads_the_header() -> None:
     assert png_size(header + (480).to_bytes(4, "big")) == (640, 480)
     with pytest.raises(ValueError, match="not a PNG"):
         png_size(b"GIF89a" + bytes(20))
+
+
+def test_a_runs_end_is_complete_failed_or_interrupted() -> None:
+    from fedram_flwr.cli.interrupt import RunInterrupted
+    from fedram_flwr.tracking.run import end_of
+
+    assert end_of(None) == "complete"
+    assert end_of(RuntimeError("x")) == "failed"
+    assert end_of(SystemExit(143)) == "failed"  # SIGTERM's cleanup
+    assert end_of(KeyboardInterrupt()) == "interrupted"
+    assert end_of(RunInterrupted(Path("r"), 3, 6, resumes=True)) == "interrupted"
