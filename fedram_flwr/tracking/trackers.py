@@ -68,11 +68,19 @@ def png_size(data: bytes) -> tuple[int, int]:
     return struct.unpack(">II", data[16:24])
 
 
+SIM_SECONDS = "sim-seconds"
+"""The row's key of a run on a simulated clock: the seconds at the round's end."""
+CLOCK_PREFIX = "vs-sim-seconds/"
+"""TensorBoard's section of a run on a clock: each metric again, its step the simulated
+second (rounded) at which the round ended."""
+
+
 class TensorBoardTracker(Tracker):
     """Event files under ``<root>/tensorboard/<group>/<name>`` (a resumed run writes one
     more file there: TensorBoard reads a folder's files as one run), with TensorBoard's
-    own writer; scalars per round, the summary's numbers under ``summary/`` at the last
-    step, the PNGs as images, the run's end as the text ``status``."""
+    own writer; scalars per round and, on a clock, again under ``vs-sim-seconds/`` against
+    the simulated seconds; the summary's numbers under ``summary/`` at the last step, the
+    PNGs as images, the run's end as the text ``status``."""
 
     name = "tensorboard"
 
@@ -110,10 +118,17 @@ class TensorBoardTracker(Tracker):
     def log(self, step: int, metrics: dict[str, float]) -> None:
         from tensorboard.compat.proto import summary_pb2
 
+        def values(prefix: str) -> list[Any]:
+            return [
+                summary_pb2.Summary.Value(tag=prefix + k, simple_value=v)
+                for k, v in metrics.items()
+            ]
+
         self._step = step
-        self._write(
-            step, [summary_pb2.Summary.Value(tag=k, simple_value=v) for k, v in metrics.items()]
-        )
+        self._write(step, values(""))
+        clock = metrics.get(SIM_SECONDS)
+        if clock is not None and clock == clock:  # on a clock: the same against its seconds
+            self._write(round(clock), values(CLOCK_PREFIX))
 
     def finish(self, summary: dict[str, float], files: list[Path]) -> None:
         from tensorboard.compat.proto import summary_pb2

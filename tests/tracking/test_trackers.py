@@ -182,3 +182,18 @@ def test_a_run_on_flowers_simulation_engine_is_tracked(tmp_path, monkeypatch) ->
     client, found = mlflow_run(out)
     assert found.info.status == "FINISHED"
     assert (found.data.params["engine"], found.data.params["api"]) == ("flwr", "message")
+
+
+def test_tensorboard_logs_a_clocked_run_against_its_simulated_seconds(tmp_path) -> None:
+    pytest.importorskip("tensorboard")
+    from fedram_flwr.tracking.trackers import RunInfo, TensorBoardTracker
+
+    board = TensorBoardTracker()
+    board.open(RunInfo("v/seed0", "timed", {"seed": "0"}, tmp_path), None)
+    board.log(1, {"accuracy": 0.5, "sim-seconds": 61.6})
+    board.log(2, {"accuracy": 0.75, "sim-seconds": 130.2})
+    board.close("complete")
+    events = accumulator(tmp_path / "tensorboard" / "timed" / "v" / "seed0")
+    assert [(e.step, e.value) for e in events.Scalars("accuracy")] == [(1, 0.5), (2, 0.75)]
+    clocked = events.Scalars("vs-sim-seconds/accuracy")
+    assert [(e.step, e.value) for e in clocked] == [(62, 0.5), (130, 0.75)]
