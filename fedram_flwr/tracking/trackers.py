@@ -151,6 +151,8 @@ class TensorBoardTracker(Tracker):
         self._writer.close()
 
 
+MLFLOW_PARAM_CHARS = 6000
+"""The longest parameter value MLflow stores (a longer one, e.g. a trace's matrix, is cut)."""
 MLFLOW_STATUS = {"complete": "FINISHED", "failed": "FAILED", "interrupted": "KILLED"}
 
 
@@ -191,7 +193,7 @@ class MlflowTracker(Tracker):
     def _params(self, params: dict[str, str]) -> None:
         from mlflow.entities import Param
 
-        items = [Param(k, v) for k, v in params.items()]
+        items = [Param(k, v[:MLFLOW_PARAM_CHARS]) for k, v in params.items()]
         for i in range(0, len(items), 100):  # MLflow takes at most 100 params a batch
             self._client.log_batch(self._run_id, params=items[i : i + 100])
 
