@@ -224,7 +224,6 @@ class WandbTracker(Tracker):
     def open(self, run: RunInfo, resume_id: str | None) -> str:
         import wandb
 
-        os.environ.setdefault("WANDB_SILENT", "true")
         (run.root / "wandb").mkdir(parents=True, exist_ok=True)
         self._run = wandb.init(
             project=os.environ.get("WANDB_PROJECT", "fedram"),
@@ -237,6 +236,7 @@ class WandbTracker(Tracker):
             id=resume_id,
             resume="allow" if resume_id else None,
             reinit="create_new",
+            settings=wandb.Settings(silent=os.environ.get("WANDB_SILENT", "true") == "true"),
         )
         self._run.define_metric("round")
         self._run.define_metric("*", step_metric="round")
