@@ -149,7 +149,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("fedram_flwr.clock", "fedram_flwr.data"),
     ("fedram_flwr.availability",),
     ("fedram_flwr.clients", "fedram_flwr.strategies", "fedram_flwr.rundir"),
-    ("fedram_flwr.message_api", "fedram_flwr.report"),
+    ("fedram_flwr.message_api", "fedram_flwr.report", "fedram_flwr.tracking"),
     ("fedram_flwr.registry",),
     ("fedram_flwr.engines.flwr",),
     ("fedram_flwr.engines",),
@@ -203,7 +203,7 @@ def test_a_layer_test_fails_on_an_upward_import() -> None:
 # (a node's data depends on who is rarely available, so it reads the oracle specs from
 # their own home, fedram_flwr.availability.specs, never through the registry), never the
 # server side: strategies, Message-API strategies, the registry, run folders, reports,
-# the engines, the CLI.
+# tracking, the engines, the CLI.
 CLIENT_SIDE = ("fedram_flwr.clients",)
 SERVER_SIDE = (
     "fedram_flwr.strategies",
@@ -211,6 +211,7 @@ SERVER_SIDE = (
     "fedram_flwr.registry",
     "fedram_flwr.rundir",
     "fedram_flwr.report",
+    "fedram_flwr.tracking",
     "fedram_flwr.engines",
     "fedram_flwr.server_app",
     "fedram_flwr.cli",

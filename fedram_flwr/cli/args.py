@@ -11,6 +11,7 @@ from pathlib import Path
 from fedram_flwr.registry.app_config import APIS
 from fedram_flwr.rundir.directory import PATH_MAX, PATH_ROOM
 from fedram_flwr.scenario.config import ScenarioError
+from fedram_flwr.tracking import TRACK_ENV, TRACKERS
 
 
 def parser(description: str) -> argparse.ArgumentParser:
@@ -93,6 +94,16 @@ def parser(description: str) -> argparse.ArgumentParser:
     run.add_argument("--variant", action="append", help="run only these sweep variants")
     run.add_argument("--out", type=out_folder, default=Path("runs"))
     run.add_argument("--force", action="store_true", help="rerun complete runs too")
+    run.add_argument(
+        "--track",
+        action="append",
+        choices=TRACKERS,
+        metavar="TRACKER",
+        help=f"also log each run to this tracker ({', '.join(TRACKERS)}; repeatable; the "
+        f"'tracking' extra): its parameters, every round's row, its summary and plots, in "
+        f"<out>/tracking unless the tracker is configured; default: ${TRACK_ENV} "
+        "(comma-separated)",
+    )
     rep = sub.add_parser("report", help="tables and figures from a folder of runs")
     rep.add_argument("runs", type=Path)
     rep.add_argument(

@@ -73,6 +73,7 @@ from fedram_flwr.rundir.nofollow import write_atomic
 from fedram_flwr.rundir.outputs import RunDirectory
 from fedram_flwr.scenario.config import Scenario, ScenarioError
 from fedram_flwr.scenario.sweep import swept_values
+from fedram_flwr.tracking import requested, tracked
 
 try:  # what runs need: torch, torchvision (the `experiments` extra); --help, show: not
     from fedram_flwr.engines import (
@@ -135,6 +136,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if overrides:
         scenario = with_overrides(scenario, overrides)
     refuse_asynchronous(scenario, args)
+    args.track = requested(args.track)
     if args.ray is not None:  # the tasks run in other processes, maybe other machines
         args.out = args.out.absolute()
     existing = next(p for p in (args.out, *args.out.parents) if p.exists())
@@ -213,13 +215,17 @@ def run_job(
             if not args.force and skip(RunDirectory(run_dir), tag, args.api):
                 return None
             RunDirectory(run_dir).write_variant(label, swept)
-            try:
-                run_one(args, kills, variant, seed, run_dir, tag)
-            except KeyboardInterrupt:  # Ctrl-C: recorded while we hold the lock
-                if threading.current_thread() is threading.main_thread():
-                    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second one waits
-                raise record_interrupted(run_dir, variant.rounds, args.engine) from None
-            plot_run(run_dir)
+            with tracked(
+                args.track, run_dir, out=args.out, scenario=variant.to_dict(), label=label,
+                seed=seed, engine=args.engine, api=args.api,
+            ):
+                try:
+                    run_one(args, kills, variant, seed, run_dir, tag)
+                except KeyboardInterrupt:  # Ctrl-C: recorded while we hold the lock
+                    if threading.current_thread() is threading.main_thread():
+                        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second one waits
+                    raise record_interrupted(run_dir, variant.rounds, args.engine) from None
+                plot_run(run_dir)
     except (ScenarioError, DatasetNotFoundError):
         raise
     except Exception as err:  # RunDirectoryBusy too: another run writes that folder
