@@ -49,7 +49,7 @@ from fedram_flwr.engines.flwr.processes import (
 )
 from fedram_flwr.engines.flwr.ray_cluster import RAY_ADDRESS_ENV, check_reachable
 from fedram_flwr.engines.flwr.signals import signals_ignored
-from fedram_flwr.engines.flwr.staging import stage_app
+from fedram_flwr.engines.flwr.staging import publish_app
 from fedram_flwr.engines.flwr.tls import TlsFiles, check_tls_files, connection, security_flags
 from fedram_flwr.engines.flwr.watchdog import OWNER_ENV, Watchdog, owner_id
 from fedram_flwr.scenario.paths import APP_ROOT
@@ -154,6 +154,7 @@ class Federation:
         self._scanning = threading.Lock()
         self._scanned = -SCAN_EVERY_S  # when /proc was last scanned (time.monotonic)
         self._app: Path | None = None
+        self._staging = threading.Lock()  # runs started together stage the app once
         self.free_port = free_port  # where its ports come from (tests take one on purpose)
         self._installing = threading.Lock()
         self.installed = False
@@ -225,10 +226,14 @@ class Federation:
         self._installing.release()
 
     def staged_app(self, app_dir: Path = APP_DIR) -> Path:
-        """The app staged once in this federation's home (:func:`stage_app`)."""
-        if self._app is None:
-            self._app = stage_app(app_dir, self.home / "app")
-        return self._app
+        """The app staged once in this federation's home (:func:`publish_app`), however
+        many runs ask at once: the first stages it while the others wait, and no run
+        ever sees a half-staged folder (a ``flwr run`` reading a ``pyproject.toml``
+        being rewritten fails with "Missing [project] section")."""
+        with self._staging:
+            if self._app is None:
+                self._app = publish_app(app_dir, self.home / "app")
+            return self._app
 
     def start(self, deadline: float | None = None) -> None:
         """Start the SuperLink (and the SuperNodes); ``deadline`` (``time.monotonic``)
