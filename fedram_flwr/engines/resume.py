@@ -154,7 +154,9 @@ def check_against(
     for the same scenario, not yet started): its model the same arrays (number, dtype,
     shape) as the strategy's initial model, its strategy state the shape of the live
     strategy's ``checkpoint()`` (:func:`~fedram_flwr.rundir.state_codec.check_like`),
-    its clients among the run's partition ids, each state Flower's ``RecordDict``;
+    its clients among the run's partition ids, each state Flower's ``RecordDict``, and
+    every number in the model, the strategy state and the clients' arrays finite (a run
+    resumed from a NaN model would fail every round of every rerun);
     :class:`CheckpointError` naming the first field that does not."""
     initial = getattr(getattr(server.strategy, "strategy", None), "initial_parameters", None)
     if isinstance(initial, Parameters):
@@ -163,6 +165,11 @@ def check_against(
         state_codec.check_like(saved.strategy, server.checkpoint(), "strategy")
     except state_codec.StateCodecError as err:
         raise CheckpointError(f"not this run's ({err})") from None
+    where = first_nonfinite_model(saved) or state_codec.first_nonfinite(
+        saved.strategy, "strategy"
+    )
+    if where is not None:
+        raise CheckpointError(f"not usable ({where} holds NaN or infinite values)")
     unknown = sorted(set(saved.clients) - set(contexts))
     if unknown:
         raise CheckpointError(f"not this run's (clients: no partition ids {unknown[:5]})")
@@ -174,7 +181,29 @@ def check_against(
             raise CheckpointError(
                 f"garbled (clients[{pid}]: not a RecordDict, {type(err).__name__})"
             ) from None
+        for name, record in states[pid].array_records.items():
+            for key, array in record.items():
+                if state_codec.first_nonfinite(array.numpy(), "") is not None:
+                    raise CheckpointError(
+                        f"not usable (clients[{pid}][{name!r}][{key!r}] holds NaN or "
+                        "infinite values)"
+                    )
     return states
+
+
+def first_nonfinite_model(saved: Checkpoint) -> str | None:
+    """``parameters[i]`` of the first of ``saved``'s model arrays holding a NaN or an
+    infinity (read in place of its ``.npy`` bytes; arrays that are not ``.npy`` are
+    :func:`check_model`'s to refuse); None when every one is finite."""
+    for i, data in enumerate(saved.parameters):
+        layout = npy_layout(data)
+        if layout is not None:
+            dtype, shape = layout
+            start = len(data) - math.prod(shape) * dtype.itemsize
+            values = np.frombuffer(data, dtype, offset=start)
+            if state_codec.first_nonfinite(values, "") is not None:
+                return f"parameters[{i}]"
+    return None
 
 
 def check_model(saved: Checkpoint, initial: Parameters) -> None:
