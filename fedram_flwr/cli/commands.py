@@ -44,6 +44,7 @@ processes): on a run the in-process engine would resume they refuse, naming ``--
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
 import sys
@@ -277,9 +278,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     if target is not None and not 0.0 <= target <= 1.0:
         raise ScenarioError(f"--target-accuracy: {target!r} is not an accuracy in [0, 1]")
     budget = args.time_budget
-    if budget is not None and (target is None or not budget > 0.0):
+    if budget is not None and (target is None or not 0.0 < budget < math.inf):
         raise ScenarioError(
-            f"--time-budget: {budget!r}: give a number of simulated hours > 0, with "
+            f"--time-budget: {budget!r}: give a finite number of simulated hours > 0, with "
             "--target-accuracy"
         )
     complete_plot_inputs(args.runs)
@@ -292,6 +293,12 @@ def cmd_report(args: argparse.Namespace) -> int:
 def report_problems(runs: RunSet, *, strict: bool) -> int:
     """Say on stderr which runs are damaged (and, with ``strict``, which did not
     complete); the exit status: 1 with ``strict`` when any is, else 0."""
+    if not runs.runs:
+        print(f"fedram: {runs.root} holds no run folders", file=sys.stderr)
+        if strict:
+            print("fedram: error: --strict: there is no run to report", file=sys.stderr)
+            return 1
+        return 0
     damaged, incomplete = runs.damaged(), runs.incomplete()
     for what, listed in (("damaged", damaged), ("incomplete", incomplete if strict else [])):
         if listed:
