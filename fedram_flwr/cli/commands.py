@@ -109,10 +109,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     kills = parse_kills(args.kill_supernode)
     if (args.tls or kills) and args.engine != "deployment":
         raise ScenarioError("--tls and --kill-supernode need --engine deployment")
-    if args.time_limit is not None and (args.engine == "in-process" or not args.time_limit > 0):
-        raise ScenarioError(
-            "--time-limit: a positive number of seconds, with --engine flwr or deployment"
-        )
+    if args.time_limit is not None and not 0 < args.time_limit < math.inf:
+        raise ScenarioError(f"--time-limit: {args.time_limit!r}: a positive number of seconds")
     if args.checkpoint_every is not None and (
         args.engine != "in-process" or args.checkpoint_every < 0
     ):
@@ -155,6 +153,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         for label, v in variants
         for seed in seeds
     ]
+    in_process_other = args.api == "message" or any(is_asynchronous(v) for _, v in variants)
+    if args.time_limit is not None and args.engine == "in-process" and in_process_other:
+        raise ScenarioError(
+            "--time-limit: in-process runs stop at a round's end through the legacy API "
+            "(--api legacy, a synchronous algorithm); on --engine flwr or deployment, any"
+        )
     root = args.out / scenario.name
     if not args.force:
         refuse_changed(jobs)
@@ -267,6 +271,7 @@ def run_one(
             label=tag,
             checkpoint_every=args.checkpoint_every,
             resume=not args.force,
+            time_limit=args.time_limit,
         )
 
 

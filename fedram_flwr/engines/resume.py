@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 import math
+import time
 import timeit
 from collections.abc import Callable, Mapping
 from logging import INFO
@@ -31,6 +32,7 @@ from flwr.server.client_manager import ClientManager
 from flwr.server.server import EvaluateResultsAndFailures
 from flwr.server.strategy import Strategy
 
+from fedram_flwr.engines.flwr.errors import TimeLimitError
 from fedram_flwr.engines.server import StrategyEveryRound
 from fedram_flwr.rundir import RunDirectory, checkpoint, state_codec
 from fedram_flwr.rundir.checkpoint import Checkpoint, CheckpointError
@@ -263,3 +265,23 @@ def checkpoint_every_k_rounds(
             checkpoint.write_checkpoint(run.path, saved)
 
     return after_round
+
+
+def within_time_limit(
+    after_round: Callable[[int], None], limit: float | None, num_rounds: int
+) -> Callable[[int], None]:
+    """``after_round``, then :class:`TimeLimitError` when ``limit`` seconds (None: no
+    limit) have passed since this was called and rounds are left."""
+    if limit is None:
+        return after_round
+    deadline = time.monotonic() + limit
+
+    def hook(server_round: int) -> None:
+        after_round(server_round)
+        if server_round < num_rounds and time.monotonic() >= deadline:
+            raise TimeLimitError(
+                f"--time-limit: {limit:g} s ran out after round {server_round} of "
+                f"{num_rounds}; a rerun continues from the run's last checkpoint"
+            )
+
+    return hook

@@ -163,6 +163,19 @@ def test_a_time_budget_needs_hours_and_a_target_or_exits_2(tmp_path: Path, capsy
     assert code == 2 and "--time-budget" in err and "with --target-accuracy" in err
 
 
+@pytest.mark.parametrize(
+    ("given", "why"),
+    [
+        (["--time-limit", "0"], "--time-limit: 0.0: a positive number of seconds"),
+        (["--time-limit", "inf"], "--time-limit: inf: a positive number of seconds"),
+        (["--time-limit", "60", "--api", "message"], "through the legacy API"),
+    ],
+)
+def test_a_time_limit_must_be_one_a_run_can_keep(tmp_path: Path, capsys, given, why) -> None:
+    code, _, err = fedram(capsys, "run", write_scenario(tmp_path), "--out", tmp_path, *given)
+    assert code == 2 and why in err and not (tmp_path / "tiny-gaussian").exists()
+
+
 def test_strict_on_a_folder_without_runs_exits_1(tmp_path: Path, capsys) -> None:
     """Nothing to report is not "every run complete and whole"."""
     code, _, err = fedram(capsys, "report", tmp_path, "--strict")
