@@ -71,7 +71,9 @@ def skip(run: RunDirectory, tag: str, api: str) -> bool:
         return False
     recorded = run.fingerprint().get("code", {}).get("source")
     note = ""
-    if recorded != code_version()["source"]:
+    if not run.fingerprint():
+        note = " (without fingerprint.json the code that made it is unknown: --force reruns it)"
+    elif recorded != code_version()["source"]:
         note = " (made by other code: --force reruns it)"
     print(f"{tag}: complete, skipped{note}", file=sys.stderr)
     return True

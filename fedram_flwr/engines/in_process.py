@@ -345,7 +345,7 @@ def restore_or_start(
         file=sys.stderr,
         flush=True,
     )
-    checkpoint.resume(out, saved, engine="in-process")
+    checkpoint.resume(out, saved, "in-process", exp.scenario.to_dict(), exp.seed)
     return saved
 
 

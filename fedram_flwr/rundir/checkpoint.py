@@ -226,9 +226,12 @@ def rows_damage(run: RunDirectory, checkpoint: Checkpoint, every: Any) -> str:
     return f"its round {checkpoint.round} disagrees with the rows it counts: {why}" if why else ""
 
 
-def resume(run: RunDirectory, checkpoint: Checkpoint, engine: str) -> None:
-    """Reopen ``run`` (whose lock this process holds) after ``checkpoint``'s round: the
-    metrics rows after it dropped, what only a finished run writes removed, status
+def resume(
+    run: RunDirectory, checkpoint: Checkpoint, engine: str, scenario: dict[str, Any], seed: int
+) -> None:
+    """Reopen ``run`` (whose lock this process holds) after ``checkpoint``'s round (made
+    for ``(scenario, seed)``): the metrics rows after it dropped, what only a finished run
+    writes removed, ``scenario.yaml`` and ``fingerprint.json`` written anew, status
     ``running`` with ``resumed-from``."""
     if not run.held_token():
         raise RuntimeError(f"resume {run.path}: this process does not hold its lock")
@@ -241,6 +244,7 @@ def resume(run: RunDirectory, checkpoint: Checkpoint, engine: str) -> None:
     for stale in STALE_FILES:
         if stale not in kept:
             remove_stale(run.path / stale)
+    run.record_scenario(scenario, seed, api="legacy")  # the legacy loop checkpoints
     record = {"engine": engine, "started": time.time(), "resumed-from": checkpoint.round}
     run.set_status("running", **record)
 

@@ -179,6 +179,14 @@ class RunDirectory:
             remove_stale(self.path / stale)
         if not os.path.isfile(status := self.path / "status.json") or status.is_symlink():
             remove_stale(status)  # a folder or a link there: nothing could replace it
+        self.record_scenario(scenario, seed, api)
+        self.set_status("running", engine=engine, started=time.time())
+
+    def record_scenario(self, scenario: dict[str, Any], seed: int, api: str) -> None:
+        """``scenario.yaml`` (the resolved scenario with its seed) and its fingerprint,
+        written anew: when a run starts, and when it resumes (whatever became of them in
+        between, a run that ends complete holds its own)."""
+        self._check_writer()
         self.write("scenario.yaml", yaml.safe_dump({**scenario, "seed": seed}, sort_keys=False))
         fingerprint = {
             "scenario": scenario_fingerprint(scenario, seed),
@@ -186,7 +194,6 @@ class RunDirectory:
             "api": api,
         }
         self.write(FINGERPRINT_FILE, json.dumps(fingerprint, indent=2))
-        self.set_status("running", engine=engine, started=time.time())
 
     def set_status(self, status: str, **extra: Any) -> None:
         self._check_writer()

@@ -391,6 +391,19 @@ def test_a_folder_at_status_json_is_replaced_by_a_rerun(
     assert without_timings(run.read_metrics()) == rows
 
 
+def test_a_complete_run_without_its_fingerprint_is_skipped_saying_so(
+    complete_run: tuple[Path, Path], tmp_path: Path, capsys
+) -> None:
+    scenario, built = complete_run
+    out = tmp_path / "runs"
+    shutil.copytree(built, out)
+    run = RunDirectory(out / "tiny-gaussian" / "alpha=0.1" / "seed0")
+    (run.path / "fingerprint.json").unlink()
+    code, _, err = fedram(capsys, "run", scenario, "--out", out, "--variant", "alpha=0.1")
+    assert code == 0 and "complete, skipped (without fingerprint.json the code" in err
+    assert "made by other code" not in err
+
+
 def keep_rows(run: RunDirectory, keep) -> None:
     """``metrics.jsonl`` holds ``keep(its lines)``: rows deleted in the middle, at the
     start (the file deleted while the run went on, and made anew), or changed."""
