@@ -21,7 +21,7 @@ import os
 import stat
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from fedram_flwr.scenario.schema import ScenarioError
 
@@ -139,6 +139,14 @@ def refuse_links(folder: Path) -> None:
             mode = os.lstat(os.path.join(top, name)).st_mode
             if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):  # a link, FIFO, socket...
                 raise refuse(Path(top) / name)
+
+
+def open_text(path: Path, *, append: bool = False) -> TextIO:
+    """``path`` opened to write text (truncated, or ``append``), a regular file only: never
+    through a link, never blocking on a FIFO (:class:`UnsafePathError`). For what is
+    written as it comes (a process's log)."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
+    return os.fdopen(open_regular(path, flags), "a" if append else "w")
 
 
 def read_regular(path: Path, limit: int = 1 << 20) -> bytes:

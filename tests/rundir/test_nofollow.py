@@ -255,3 +255,23 @@ def test_links_planted_while_a_run_goes_on_are_never_written_through(
     for path in [*written, run_dir.parent / "report.md"]:
         assert path.is_file() and not path.is_symlink(), path
     assert run.status() == "complete" and run.damage() is None
+
+
+@pytest.mark.parametrize("append", [False, True])
+def test_a_log_is_never_opened_through_a_planted_link(
+    tmp_path: Path, victim: Path, append: bool
+) -> None:
+    """The Flower engines' logs in ``flwr-logs`` (a process's output, ``flwr run``'s
+    relayed lines) open through :func:`open_text`: a link there is refused, its target
+    kept; a regular log is truncated, or appended to."""
+    from fedram_flwr.rundir.nofollow import open_text
+
+    link = plant_link(tmp_path / "flwr-logs", "flwr-run.log", victim)
+    with pytest.raises(UnsafePathError, match="flwr-run.log: a symbolic link"):
+        open_text(link, append=append)
+    assert victim.read_text() == PRECIOUS
+    log = tmp_path / "flwr-logs" / "superlink.log"
+    log.write_text("first\n")
+    with open_text(log, append=append) as fh:
+        fh.write("second\n")
+    assert log.read_text() == ("first\nsecond\n" if append else "second\n")

@@ -52,6 +52,7 @@ from fedram_flwr.engines.flwr.signals import signals_ignored
 from fedram_flwr.engines.flwr.staging import publish_app
 from fedram_flwr.engines.flwr.tls import TlsFiles, check_tls_files, connection, security_flags
 from fedram_flwr.engines.flwr.watchdog import OWNER_ENV, Watchdog, owner_id
+from fedram_flwr.rundir.nofollow import write_atomic
 from fedram_flwr.scenario.paths import APP_ROOT
 from fedram_flwr.scenario.schema import ScenarioError
 
@@ -281,7 +282,8 @@ class Federation:
                 if attempt == 2:
                     raise FlwrRunError(f"flower-superlink failed to start 3 times; {err}") from None
         self.mark("superlink-ready")
-        self.superlink_log.with_name("federation.txt").write_text(self.describe() + "\n")
+        described = f"{self.describe()}\n".encode()
+        write_atomic(self.superlink_log.with_name("federation.txt"), described)
         superlink = {"default": self.connection}
         superlink[self.connection] = connection(f"127.0.0.1:{port}", self.tls)
         (self.home / "config.toml").write_text(tomli_w.dumps({"superlink": superlink}))
@@ -309,9 +311,8 @@ class Federation:
                 ],
                 self.logs / f"supernode-{pid}.log",
             )
-        (self.logs / "supernodes.json").write_text(
-            json.dumps({str(k): p.pid for k, p in self.supernodes.items()}, indent=2)
-        )
+        pids = {str(k): p.pid for k, p in self.supernodes.items()}
+        write_atomic(self.logs / "supernodes.json", json.dumps(pids, indent=2).encode())
         self.mark("supernodes-started")
 
     def check_supernodes(self) -> None:
