@@ -249,6 +249,7 @@ class Federation:
     def start_superlink(self, deadline: float | None = None) -> None:
         """Start ``flower-superlink`` (``--simulation``, or with a Fleet API for
         SuperNodes) on free ports and write the connection to FLWR_HOME."""
+        limited = deadline is not None  # the run's time limit, not the start-up bound
         deadline = deadline or time.monotonic() + 3 * SUPERLINK_READY_S
         for attempt in range(3):  # a port can be taken between probe and bind
             port = self.free_port()
@@ -277,6 +278,10 @@ class Federation:
                 )
                 break
             except FlwrRunError as err:
+                if limited and time.monotonic() >= deadline:  # name the limit, not the log
+                    raise TimeLimitError(
+                        f"the time limit ran out while flower-superlink was starting; {err}"
+                    ) from None
                 if time.monotonic() > deadline or self.superlink.poll() is None:
                     raise
                 if attempt == 2:
