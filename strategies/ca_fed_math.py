@@ -214,11 +214,34 @@ def ca_fed_weights(
     np.ndarray
         q^(t), shape (N,): alpha_k / pi_k for the included clients, 0 for the excluded.
     """
-    corr = np.abs(lam)
-    by_lambda = np.lexsort((pi, -corr))  # last key is primary; lexsort is stable
+    by_lambda, by_pi = exclusion_orders(pi, lam)
     included = get(np.ones(alpha.size, bool), by_lambda, alpha, gap, kappa2, tau)
-    included = get(included, np.lexsort((-corr, pi)), alpha, gap, kappa2, tau)
+    included = get(included, by_pi, alpha, gap, kappa2, tau)
     return np.where(included, unbiased_weights(alpha, pi), 0.0)
+
+
+def exclusion_orders(pi: np.ndarray, lam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return the orders of Alg. 1's two exclusion passes (lines 6 and 7).
+
+    Line 6: descending |lambda_k|, ties by ascending pi_k, then by id; line 7: ascending
+    pi_k, ties by descending |lambda_k| (the more correlated first), then by id
+    (:func:`ca_fed_weights` says why).
+
+    Parameters
+    ----------
+    pi : np.ndarray
+        Shape (N,): each client's availability.
+    lam : np.ndarray
+        Shape (N,): each client's correlation lambda_k.
+
+    Returns
+    -------
+    tuple of np.ndarray
+        The two permutations of 0..N-1.
+    """
+    corr = np.abs(lam)
+    # lexsort's last key is the primary one; it is stable, so full ties go by id
+    return np.lexsort((pi, -corr)), np.lexsort((-corr, pi))
 
 
 def server_step(

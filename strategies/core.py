@@ -59,6 +59,12 @@ class Core(Generic[S]):
     ``aggregate(state, t, replies, elapsed)`` gives the next state (an :class:`Outcome`);
     the model is evaluated on ``evaluated(arrays)[0]``.
 
+    A core is internal: it takes the replies the round driver
+    (:func:`~fedram_flwr.strategies.round_driver.drive_round`) has screened (partition ids
+    unique and known, arrays and metrics finite) and sorted; it does not check them again
+    (a duplicated id would count twice, a NaN would spread). Call cores through the
+    driver, as every adapter of both Flower APIs does.
+
     ``late_updates`` says how a client's update that arrives after its round (a round
     policy's ``late: keep``, :mod:`fedram_flwr.clock.policy`) can enter a later round:
     ``None``, it cannot (the round driver drops it); ``"rebase"``, the core reads an

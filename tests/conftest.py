@@ -3,16 +3,32 @@
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from fedram_flwr.data import sources
 from fedram_flwr.engines import run_in_process
 from fedram_flwr.registry import scenario_from_dict
 from fedram_flwr.scenario.config import Scenario
 from tests.helpers import CA_FED_PI, TINY_GAUSSIAN, tiny_ca_fed_dict
+
+# Property tests (hypothesis): the same examples every run (derandomized, no example
+# database), no wall-clock deadline (a loaded machine is slow, never wrong), and few
+# enough examples for the unit tier; HYPOTHESIS_PROFILE=thorough searches 40 times more.
+settings.register_profile(
+    "default",
+    max_examples=50,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile("thorough", parent=settings.get_profile("default"), max_examples=2000)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
 @pytest.fixture

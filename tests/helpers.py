@@ -410,14 +410,17 @@ def write_run(
     status: str = "complete",
     variant: dict[str, Any] | None = None,
 ) -> RunDirectory:
-    """A run folder ``root/label/seed<seed>`` written by hand: ``rows`` as metrics, a
-    summary whose ``final`` and ``tail-mean`` are the last row (unless given), a
-    fashion-mnist scenario with the seed, a (dummy) final model, and ``variant.json``
-    when ``variant`` (the swept {field: value}) is given."""
+    """A run folder ``root/label/seed<seed>`` written by hand: ``rows`` as metrics (the
+    rounds they skip, from 0 on, as rows of their round alone, as a run's rounds without
+    an evaluation: a whole run has a row for every round), a summary whose ``final`` and
+    ``tail-mean`` are the last row (unless given), a fashion-mnist scenario with the seed,
+    a (dummy) final model, and ``variant.json`` when ``variant`` (the swept
+    {field: value}) is given."""
     run = RunDirectory(root / label / f"seed{seed}")
     run.path.mkdir(parents=True)
-    for row in rows:
-        run.append_metrics(row)
+    given = {row["round"]: row for row in rows}
+    for r in range(max(given) + 1):
+        run.append_metrics(given.get(r, {"round": r}))
     if summary is None:
         summary = {"rounds": rows[-1]["round"], "final": rows[-1], "tail-mean": rows[-1]}
     run.write("summary.json", json.dumps(summary))

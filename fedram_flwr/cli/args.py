@@ -55,9 +55,10 @@ def parser(description: str) -> argparse.ArgumentParser:
         "--time-limit",
         type=float,
         metavar="SECONDS",
-        help="flwr / deployment: stop a run (and fail it) after this many seconds; default: "
+        help="stop a run (and fail it) after this many seconds; flwr / deployment default: "
         "600 s start-up + rounds x 30 s (simulation) or 60 s (deployment), plus the "
-        "availability's round_timeout per round",
+        "availability's round_timeout per round; in-process (legacy API): at the end of the "
+        "first round past it, after its checkpoint (a rerun continues), no default",
     )
     run.add_argument(
         "--checkpoint-every",

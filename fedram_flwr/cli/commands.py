@@ -44,6 +44,7 @@ processes): on a run the in-process engine would resume they refuse, naming ``--
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
 import sys
@@ -109,10 +110,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     kills = parse_kills(args.kill_supernode)
     if (args.tls or kills) and args.engine != "deployment":
         raise ScenarioError("--tls and --kill-supernode need --engine deployment")
-    if args.time_limit is not None and (args.engine == "in-process" or not args.time_limit > 0):
-        raise ScenarioError(
-            "--time-limit: a positive number of seconds, with --engine flwr or deployment"
-        )
+    if args.time_limit is not None and not 0 < args.time_limit < math.inf:
+        raise ScenarioError(f"--time-limit: {args.time_limit!r}: a positive number of seconds")
     if args.checkpoint_every is not None and (
         args.engine != "in-process" or args.checkpoint_every < 0
     ):
@@ -156,6 +155,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         for label, v in variants
         for seed in seeds
     ]
+    in_process_other = args.api == "message" or any(is_asynchronous(v) for _, v in variants)
+    if args.time_limit is not None and args.engine == "in-process" and in_process_other:
+        raise ScenarioError(
+            "--time-limit: in-process runs stop at a round's end through the legacy API "
+            "(--api legacy, a synchronous algorithm); on --engine flwr or deployment, any"
+        )
     root = args.out / scenario.name
     if not args.force:
         refuse_changed(jobs)
@@ -272,6 +277,7 @@ def run_one(
             label=tag,
             checkpoint_every=args.checkpoint_every,
             resume=not args.force,
+            time_limit=args.time_limit,
         )
 
 
@@ -283,9 +289,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     if target is not None and not 0.0 <= target <= 1.0:
         raise ScenarioError(f"--target-accuracy: {target!r} is not an accuracy in [0, 1]")
     budget = args.time_budget
-    if budget is not None and (target is None or not budget > 0.0):
+    if budget is not None and (target is None or not 0.0 < budget < math.inf):
         raise ScenarioError(
-            f"--time-budget: {budget!r}: give a number of simulated hours > 0, with "
+            f"--time-budget: {budget!r}: give a finite number of simulated hours > 0, with "
             "--target-accuracy"
         )
     complete_plot_inputs(args.runs)
@@ -298,6 +304,12 @@ def cmd_report(args: argparse.Namespace) -> int:
 def report_problems(runs: RunSet, *, strict: bool) -> int:
     """Say on stderr which runs are damaged (and, with ``strict``, which did not
     complete); the exit status: 1 with ``strict`` when any is, else 0."""
+    if not runs.runs:
+        print(f"fedram: {runs.root} holds no run folders", file=sys.stderr)
+        if strict:
+            print("fedram: error: --strict: there is no run to report", file=sys.stderr)
+            return 1
+        return 0
     damaged, incomplete = runs.damaged(), runs.incomplete()
     for what, listed in (("damaged", damaged), ("incomplete", incomplete if strict else [])):
         if listed:

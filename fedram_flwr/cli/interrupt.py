@@ -24,15 +24,29 @@ from fedram_flwr.rundir import CHECKPOINT_FILE, RunDirectory
 class RunInterrupted(KeyboardInterrupt):
     """Ctrl-C during one run of a sweep: which run, and the last round it recorded."""
 
-    def __init__(self, run_dir: Path, last_round: int | None, rounds: int, resumes: bool) -> None:
+    def __init__(
+        self,
+        run_dir: Path,
+        last_round: int | None,
+        rounds: int,
+        resumes: bool,
+        complete: bool = False,
+    ) -> None:
         super().__init__(str(run_dir))
         self.run_dir = run_dir
         self.last_round = last_round
         self.rounds = rounds
         self.resumes = resumes
+        self.complete = complete  # Ctrl-C came once the run had recorded its last round
 
     def message(self) -> str:
-        """The one line ``fedram`` ends with."""
+        """The one line ``fedram`` ends with (for a run that completed as Ctrl-C came,
+        that it is complete: its status says so, and a rerun skips it)."""
+        if self.complete:
+            return (
+                f"fedram: interrupted once {self.run_dir} was complete ({self.rounds} rounds); "
+                "rerun the same command for the runs after it and the report"
+            )
         at = "before its first round" if not self.last_round else f"at round {self.last_round}"
         rerun = (
             "rerun the same command to resume it from its last checkpoint"
@@ -68,6 +82,7 @@ def record_interrupted(run_dir: Path, rounds: int, engine: str) -> RunInterrupte
     run = RunDirectory(run_dir)
     resumes = (run.path / CHECKPOINT_FILE).is_file()
     done = last_round(run)
-    if run.status() != "complete":
+    complete = run.status() == "complete"
+    if not complete:
         run.set_status("interrupted", engine=engine, error="KeyboardInterrupt (Ctrl-C)", round=done)
-    return RunInterrupted(run_dir, done, rounds, resumes)
+    return RunInterrupted(run_dir, done, rounds, resumes, complete)

@@ -4,10 +4,13 @@ run (complete and whole: skip it)."""
 
 from __future__ import annotations
 
+import os
+import stat
 import sys
 from pathlib import Path
 
 from fedram_flwr.rundir import ACTIVE, code_version, resume_point
+from fedram_flwr.rundir.nofollow import what_is
 from fedram_flwr.rundir.outputs import RunDirectory
 from fedram_flwr.scenario.config import Scenario, ScenarioError
 
@@ -53,8 +56,11 @@ def skip(run: RunDirectory, tag: str, api: str) -> bool:
     if status in ACTIVE:  # we hold its lock: whoever wrote that is gone
         status = "interrupted"
     if status != "complete":
+        record = run.path / "status.json"
         if status != "missing":
             print(f"{tag}: {status}, running it again", file=sys.stderr)
+        elif os.path.lexists(record) and not stat.S_ISREG(os.lstat(record).st_mode):
+            print(f"{tag}: {record} is {what_is(record)}, running it again", file=sys.stderr)
         return False
     why = run.damage()
     if why is not None:
@@ -65,7 +71,9 @@ def skip(run: RunDirectory, tag: str, api: str) -> bool:
         return False
     recorded = run.fingerprint().get("code", {}).get("source")
     note = ""
-    if recorded != code_version()["source"]:
+    if not run.fingerprint():
+        note = " (without fingerprint.json the code that made it is unknown: --force reruns it)"
+    elif recorded != code_version()["source"]:
         note = " (made by other code: --force reruns it)"
     print(f"{tag}: complete, skipped{note}", file=sys.stderr)
     return True

@@ -54,6 +54,7 @@ from fedram_flwr.engines.resume import (
     ResumableServer,
     checkpoint_every_k_rounds,
     restore_checkpoint,
+    within_time_limit,
 )
 from fedram_flwr.engines.timed import TimedServer, time_model
 from fedram_flwr.protocol import npy_array, npy_bytes
@@ -206,6 +207,7 @@ def run_in_process(
     checkpoint_every: int | None = None,
     resume: bool = True,
     api: str = "legacy",
+    time_limit: float | None = None,
 ) -> RunDirectory:
     """Run one (scenario, seed) to completion; the run directory records it. Holds the
     folder's lock throughout (:class:`~fedram_flwr.rundir.RunDirectoryBusy` at once if
@@ -221,8 +223,11 @@ def run_in_process(
     and ends with the files of a run never interrupted
     (:mod:`fedram_flwr.rundir.checkpoint`; a run on the simulated clock saves its clock
     and the late updates in flight too: :mod:`fedram_flwr.engines.timed`). A given
-    ``serve`` neither checkpoints nor resumes. An asynchronous algorithm (FedBuff) is refused
-    here: its event loop is
+    ``serve`` neither checkpoints nor resumes. ``time_limit`` (seconds, the legacy loop):
+    the run fails with :class:`~fedram_flwr.engines.flwr.errors.TimeLimitError` at the
+    end of the first round that ends past it (after that round's checkpoint, so a rerun
+    continues from there), as a Flower engine's ``flwr run`` is stopped past its limit.
+    An asynchronous algorithm (FedBuff) is refused here: its event loop is
     :func:`~fedram_flwr.engines.fedbuff_in_process.run_fedbuff_in_process`."""
     out = RunDirectory(run_dir)
     every = (
@@ -240,7 +245,7 @@ def run_in_process(
                 )
             saved = resume_from(out, scenario, seed, label) if resume and serve is None else None
             if serve is None:
-                _serve(exp, out, label, every, saved)
+                _serve(exp, out, label, every, saved, time_limit)
             else:
                 out.start(scenario.to_dict(), seed, engine="in-process", api=api)
                 serve(exp, out, label)
@@ -270,7 +275,12 @@ def not_used(out: RunDirectory, label: str, why: str) -> None:
 
 
 def _serve(
-    exp: Experiment, out: RunDirectory, label: str, every: int, saved: Checkpoint | None
+    exp: Experiment,
+    out: RunDirectory,
+    label: str,
+    every: int,
+    saved: Checkpoint | None,
+    time_limit: float | None = None,
 ) -> None:
     """Flower's server loop over the in-process clients, to the last round (from the
     round after ``saved`` when given); a checkpoint every ``every`` rounds."""
@@ -292,8 +302,10 @@ def _serve(
         model = time_model(exp, manager)
         server = TimedServer(time=model, seed=exp.seed, client_manager=manager, strategy=strategy)
     identity = (scenario_fingerprint(scenario.to_dict(), exp.seed), code_version()["source"])
-    server.after_round = checkpoint_every_k_rounds(
-        out, every, scenario.rounds, server, contexts, identity
+    server.after_round = within_time_limit(
+        checkpoint_every_k_rounds(out, every, scenario.rounds, server, contexts, identity),
+        time_limit,
+        scenario.rounds,
     )
     saved = restore_or_start(out, exp, label, saved, server, contexts)
     server.set_max_workers(1)
@@ -333,7 +345,7 @@ def restore_or_start(
         file=sys.stderr,
         flush=True,
     )
-    checkpoint.resume(out, saved, engine="in-process")
+    checkpoint.resume(out, saved, "in-process", exp.scenario.to_dict(), exp.seed)
     return saved
 
 

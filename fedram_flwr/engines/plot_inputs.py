@@ -14,6 +14,7 @@ from fedram_flwr.clients.evaluation import predict_logits
 from fedram_flwr.clients.models import set_weights
 from fedram_flwr.engines.experiment import Experiment
 from fedram_flwr.registry import scenario_from_dict
+from fedram_flwr.rundir.nofollow import encoded, write_atomic
 from fedram_flwr.rundir.outputs import PLOT_INPUTS_FILE, RunDirectory, boundary_grid
 
 
@@ -44,10 +45,7 @@ def write_plot_inputs(path: Path, exp: Experiment) -> None:
             num_classes=np.array(d.num_classes),
             rare_classes=np.array(d.rare_classes, dtype=int),
         )
-    tmp = path / f".{PLOT_INPUTS_FILE}"
-    with tmp.open("wb") as fh:
-        np.savez_compressed(fh, **out)
-    tmp.replace(path / PLOT_INPUTS_FILE)
+    write_atomic(path / PLOT_INPUTS_FILE, encoded(np.savez_compressed, **out))
 
 
 def complete_plot_inputs(root: Path) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 import math
+import time
 import timeit
 from collections.abc import Callable, Mapping
 from logging import INFO
@@ -31,6 +32,7 @@ from flwr.server.client_manager import ClientManager
 from flwr.server.server import EvaluateResultsAndFailures
 from flwr.server.strategy import Strategy
 
+from fedram_flwr.engines.flwr.errors import TimeLimitError
 from fedram_flwr.engines.server import StrategyEveryRound
 from fedram_flwr.rundir import RunDirectory, checkpoint, state_codec
 from fedram_flwr.rundir.checkpoint import Checkpoint, CheckpointError
@@ -154,7 +156,9 @@ def check_against(
     for the same scenario, not yet started): its model the same arrays (number, dtype,
     shape) as the strategy's initial model, its strategy state the shape of the live
     strategy's ``checkpoint()`` (:func:`~fedram_flwr.rundir.state_codec.check_like`),
-    its clients among the run's partition ids, each state Flower's ``RecordDict``;
+    its clients among the run's partition ids, each state Flower's ``RecordDict``, and
+    every number in the model, the strategy state and the clients' arrays finite (a run
+    resumed from a NaN model would fail every round of every rerun);
     :class:`CheckpointError` naming the first field that does not."""
     initial = getattr(getattr(server.strategy, "strategy", None), "initial_parameters", None)
     if isinstance(initial, Parameters):
@@ -163,6 +167,11 @@ def check_against(
         state_codec.check_like(saved.strategy, server.checkpoint(), "strategy")
     except state_codec.StateCodecError as err:
         raise CheckpointError(f"not this run's ({err})") from None
+    where = first_nonfinite_model(saved) or state_codec.first_nonfinite(
+        saved.strategy, "strategy"
+    )
+    if where is not None:
+        raise CheckpointError(f"not usable ({where} holds NaN or infinite values)")
     unknown = sorted(set(saved.clients) - set(contexts))
     if unknown:
         raise CheckpointError(f"not this run's (clients: no partition ids {unknown[:5]})")
@@ -174,7 +183,29 @@ def check_against(
             raise CheckpointError(
                 f"garbled (clients[{pid}]: not a RecordDict, {type(err).__name__})"
             ) from None
+        for name, record in states[pid].array_records.items():
+            for key, array in record.items():
+                if state_codec.first_nonfinite(array.numpy(), "") is not None:
+                    raise CheckpointError(
+                        f"not usable (clients[{pid}][{name!r}][{key!r}] holds NaN or "
+                        "infinite values)"
+                    )
     return states
+
+
+def first_nonfinite_model(saved: Checkpoint) -> str | None:
+    """``parameters[i]`` of the first of ``saved``'s model arrays holding a NaN or an
+    infinity (read in place of its ``.npy`` bytes; arrays that are not ``.npy`` are
+    :func:`check_model`'s to refuse); None when every one is finite."""
+    for i, data in enumerate(saved.parameters):
+        layout = npy_layout(data)
+        if layout is not None:
+            dtype, shape = layout
+            start = len(data) - math.prod(shape) * dtype.itemsize
+            values = np.frombuffer(data, dtype, offset=start)
+            if state_codec.first_nonfinite(values, "") is not None:
+                return f"parameters[{i}]"
+    return None
 
 
 def check_model(saved: Checkpoint, initial: Parameters) -> None:
@@ -234,3 +265,23 @@ def checkpoint_every_k_rounds(
             checkpoint.write_checkpoint(run.path, saved)
 
     return after_round
+
+
+def within_time_limit(
+    after_round: Callable[[int], None], limit: float | None, num_rounds: int
+) -> Callable[[int], None]:
+    """``after_round``, then :class:`TimeLimitError` when ``limit`` seconds (None: no
+    limit) have passed since this was called and rounds are left."""
+    if limit is None:
+        return after_round
+    deadline = time.monotonic() + limit
+
+    def hook(server_round: int) -> None:
+        after_round(server_round)
+        if server_round < num_rounds and time.monotonic() >= deadline:
+            raise TimeLimitError(
+                f"--time-limit: {limit:g} s ran out after round {server_round} of "
+                f"{num_rounds}; a rerun continues from the run's last checkpoint"
+            )
+
+    return hook

@@ -16,9 +16,12 @@ from typing import Any
 
 from fedram_flwr.availability.specs.checks import lookup
 from fedram_flwr.availability.specs.oracles import ORACLES, oracle_params, oracle_spec
+from fedram_flwr.availability.timed import clock_availability
+from fedram_flwr.clock.scenario import scenario_speeds
 from fedram_flwr.registry.algorithms import ALGORITHMS, ASYNC_ALGORITHMS
 from fedram_flwr.registry.specs import AlgorithmParams, AlgorithmSpec, AsyncAlgorithmSpec
 from fedram_flwr.scenario.config import (
+    RoundPolicyConfig,
     Scenario,
     ScenarioError,
     parse_scenario,
@@ -57,6 +60,7 @@ def validate(scenario: Scenario) -> Scenario:
 
 
 def _validate_one(scenario: Scenario) -> None:
+    check_time(scenario)
     oracle = oracle_params(scenario)
     oracle.check(scenario)
     params = algorithm_params(scenario)
@@ -71,6 +75,30 @@ def _validate_one(scenario: Scenario) -> None:
             f"{', '.join(defining)} oracles define; availability.oracle is "
             f"{oracle_spec_.name!r} (use estimated)"
         )
+
+
+def check_time(scenario: Scenario) -> None:
+    """What ``time`` says that only the algorithm or the files can refute, at load: a
+    round policy given to an asynchronous algorithm (it has no rounds to wait for: the
+    policy would do nothing), and FedScale speed and behaviour files that are missing
+    or malformed (read here as a run reads them)."""
+    time = scenario.time
+    if time is None:
+        return
+    if scenario.algorithm.name in ASYNC_ALGORITHMS and time.policy != RoundPolicyConfig():
+        raise ScenarioError(
+            f"time.policy: {scenario.algorithm.name} is asynchronous and takes each update as "
+            "it arrives, so a round policy would do nothing; leave time.policy out (its "
+            "algorithm.params set how many updates a step waits for)"
+        )
+    k = scenario.data.num_clients
+    try:
+        if time.speeds.law == "fedscale":
+            scenario_speeds(time.speeds, k, seed=0)
+        if time.availability.law == "fedscale":
+            clock_availability(time.availability, k, seed=0)
+    except ValueError as err:
+        raise ScenarioError(str(err)) from None
 
 
 # ------------------------------------------------------------------ lookups

@@ -31,6 +31,7 @@ from fedram_flwr.report.tables import (
     pivot_table,
     ttest_table,
 )
+from fedram_flwr.rundir.nofollow import write_atomic
 
 __all__ = ["STATS", "Run", "RunSet", "write_report"]
 
@@ -131,5 +132,5 @@ def write_report(
     if damaged := rs.damaged():
         text += [damaged_section(damaged)]
     report = root / "report.md"
-    report.write_text("\n".join(text))
+    write_atomic(report, "\n".join(text).encode())  # never through a link planted there
     return report

@@ -19,6 +19,7 @@ import numpy as np
 from fedram_flwr.report.run_plots import Drawn, plt, save
 from fedram_flwr.report.runs import RunSet
 from fedram_flwr.report.tables import mean_std, scale_of
+from fedram_flwr.scenario.schema import ScenarioError
 
 HOUR = 3600.0
 NOT_REACHED = "not reached"
@@ -118,7 +119,10 @@ def budget_table(rs: RunSet, hours: float, target: float, key: str = "accuracy")
     by_variant: dict[str, list[list[dict[str, Any]]]] = defaultdict(list)
     for run in rs.complete:
         if has_clock(run.rows):
-            by_variant[run.label].append(within_budget(run.rows, hours))
+            try:
+                by_variant[run.label].append(within_budget(run.rows, hours))
+            except ValueError as err:  # the run named: which one to give more rounds
+                raise ScenarioError(f"--time-budget: {run.path}: {err}") from None
     for variant in sorted(by_variant):
         seeds = by_variant[variant]
         hits, work = [], []

@@ -17,6 +17,7 @@ from matplotlib.colors import ListedColormap  # noqa: E402
 from matplotlib.container import BarContainer  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
+from fedram_flwr.rundir.nofollow import encoded, write_atomic  # noqa: E402
 from fedram_flwr.rundir.outputs import RunDirectory, availability_from_rows, boundary_grid  # noqa: E402
 
 Drawn = dict[str, np.ndarray]
@@ -52,7 +53,7 @@ def drawn(fig) -> Drawn:
 def save(fig, out: Path) -> Drawn:
     """Write ``fig`` to ``out`` (110 dpi), close it and return what it showed."""
     fig.tight_layout()
-    fig.savefig(out, dpi=110)
+    write_atomic(out, encoded(fig.savefig, dpi=110, format=out.suffix[1:] or "png"))
     shown = drawn(fig)
     plt.close(fig)
     return shown

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fedram_flwr.rundir import state_codec
+from fedram_flwr.rundir import integrity, state_codec
 from fedram_flwr.rundir.directory import (
     CHECKPOINT_FILE,
     FINGERPRINT_FILE,
@@ -50,7 +50,7 @@ from fedram_flwr.rundir.directory import (
     remove_stale,
 )
 from fedram_flwr.rundir.fingerprint import code_version, scenario_fingerprint
-from fedram_flwr.rundir.nofollow import write_atomic
+from fedram_flwr.rundir.nofollow import UnsafePathError, open_regular, write_atomic
 
 MAGIC = b"fedram-checkpoint 2\n"
 """First line of a checkpoint file; the number is the format's version."""
@@ -189,32 +189,62 @@ def resume_point(
     rounds = scenario.get("rounds")
     if not (isinstance(rounds, int) and 0 < checkpoint.round < rounds):
         return None, f"its round {checkpoint.round} is not between 1 and {rounds} - 1"
+    why = rows_damage(run, checkpoint, scenario.get("eval_every"))
+    return (None, why) if why else (checkpoint, "")
+
+
+def rows_damage(run: RunDirectory, checkpoint: Checkpoint, every: Any) -> str:
+    """What makes ``metrics.jsonl`` disagree with ``checkpoint`` ('' when nothing): its
+    first ``metrics_bytes`` (never more than the file holds: nothing is allocated for
+    a size the file does not have) must have the sha256 the checkpoint recorded and be
+    the rows of rounds 0, 1, .., ``checkpoint.round``, each once, in order, evaluated
+    every ``every`` rounds (:func:`~fedram_flwr.rundir.integrity.metrics_damage`)."""
     try:
-        with run.metrics_path.open("rb") as fh:
+        with os.fdopen(open_regular(run.metrics_path, os.O_RDONLY), "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if checkpoint.metrics_bytes > size:
+                return (
+                    f"metrics.jsonl no longer holds rounds 0-{checkpoint.round} (it counts "
+                    f"{checkpoint.metrics_bytes} bytes, the file holds {size})"
+                )
             head = fh.read(checkpoint.metrics_bytes)
-    except OSError as err:
-        return None, f"metrics.jsonl is unreadable ({type(err).__name__})"
+    except (OSError, UnsafePathError) as err:
+        return f"metrics.jsonl is unreadable ({type(err).__name__})"
     if (
         not head
         or len(head) != checkpoint.metrics_bytes
         or hashlib.sha256(head).hexdigest() != checkpoint.metrics_sha256
     ):
-        return None, f"metrics.jsonl no longer holds rounds 0-{checkpoint.round}"
-    return checkpoint, ""
+        return f"metrics.jsonl no longer holds rounds 0-{checkpoint.round}"
+    try:
+        rows = [json.loads(line) for line in head.decode().splitlines() if line]
+    except ValueError:
+        return f"the rows it counts (rounds 0-{checkpoint.round}) are garbled"
+    why = integrity.metrics_damage(rows, None, every=every)
+    if why is None and rows[-1]["round"] != checkpoint.round:
+        why = f"they are rounds 0-{rows[-1]['round']}"
+    return f"its round {checkpoint.round} disagrees with the rows it counts: {why}" if why else ""
 
 
-def resume(run: RunDirectory, checkpoint: Checkpoint, engine: str) -> None:
-    """Reopen ``run`` (whose lock this process holds) after ``checkpoint``'s round: the
-    metrics rows after it dropped, what only a finished run writes removed, status
+def resume(
+    run: RunDirectory, checkpoint: Checkpoint, engine: str, scenario: dict[str, Any], seed: int
+) -> None:
+    """Reopen ``run`` (whose lock this process holds) after ``checkpoint``'s round (made
+    for ``(scenario, seed)``): the metrics rows after it dropped, what only a finished run
+    writes removed, ``scenario.yaml`` and ``fingerprint.json`` written anew, status
     ``running`` with ``resumed-from``."""
     if not run.held_token():
         raise RuntimeError(f"resume {run.path}: this process does not hold its lock")
-    with run.metrics_path.open("r+b") as fh:
-        fh.truncate(checkpoint.metrics_bytes)
+    fd = open_regular(run.metrics_path, os.O_WRONLY)  # never through a link
+    try:
+        os.ftruncate(fd, checkpoint.metrics_bytes)
+    finally:
+        os.close(fd)
     kept = {run.metrics_path.name, CHECKPOINT_FILE, FINGERPRINT_FILE}
     for stale in STALE_FILES:
         if stale not in kept:
             remove_stale(run.path / stale)
+    run.record_scenario(scenario, seed, api="legacy")  # the legacy loop checkpoints
     record = {"engine": engine, "started": time.time(), "resumed-from": checkpoint.round}
     run.set_status("running", **record)
 

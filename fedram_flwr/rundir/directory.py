@@ -177,6 +177,16 @@ class RunDirectory:
         self.path.mkdir(parents=True, exist_ok=True)
         for stale in STALE_FILES:
             remove_stale(self.path / stale)
+        if not os.path.isfile(status := self.path / "status.json") or status.is_symlink():
+            remove_stale(status)  # a folder or a link there: nothing could replace it
+        self.record_scenario(scenario, seed, api)
+        self.set_status("running", engine=engine, started=time.time())
+
+    def record_scenario(self, scenario: dict[str, Any], seed: int, api: str) -> None:
+        """``scenario.yaml`` (the resolved scenario with its seed) and its fingerprint,
+        written anew: when a run starts, and when it resumes (whatever became of them in
+        between, a run that ends complete holds its own)."""
+        self._check_writer()
         self.write("scenario.yaml", yaml.safe_dump({**scenario, "seed": seed}, sort_keys=False))
         fingerprint = {
             "scenario": scenario_fingerprint(scenario, seed),
@@ -184,7 +194,6 @@ class RunDirectory:
             "api": api,
         }
         self.write(FINGERPRINT_FILE, json.dumps(fingerprint, indent=2))
-        self.set_status("running", engine=engine, started=time.time())
 
     def set_status(self, status: str, **extra: Any) -> None:
         self._check_writer()
@@ -262,7 +271,8 @@ class RunDirectory:
         """What makes this (complete) run's results unusable, or None: a missing or
         garbled ``scenario.yaml`` / ``summary.json`` / ``metrics.jsonl`` /
         ``final_model.npz`` / ``weights.npy`` (:mod:`~fedram_flwr.rundir.integrity`), or
-        metrics that stop before the scenario's last round."""
+        metrics rows that are not rounds 0 .. the scenario's last, each once, in order,
+        with an evaluation every ``eval_every`` rounds."""
         try:
             scenario = self.scenario()
             if not isinstance(scenario, dict) or "seed" not in scenario:
@@ -279,10 +289,10 @@ class RunDirectory:
             rows = self.read_metrics()
         except (OSError, ValueError):
             return "metrics.jsonl is truncated or garbled"
-        rounds = scenario.get("rounds")
+        rounds, every = scenario.get("rounds"), scenario.get("eval_every")
         return (
             integrity.metrics_damage(rows, summary.get("rounds", rounds))
-            or integrity.metrics_damage(rows, rounds)
+            or integrity.metrics_damage(rows, rounds, every=every, rounds=rounds)
             or integrity.final_model_damage(self.path / integrity.FINAL_MODEL_FILE)
             or integrity.weights_damage(self.path / WEIGHTS_FILE, summary.get("rounds", rounds))
         )

@@ -31,10 +31,15 @@ def summary_damage(summary: Any) -> str | None:
     return None
 
 
-def metrics_damage(rows: list[Any], rounds: Any) -> str | None:
-    """What is wrong with ``metrics.jsonl``'s rows for a run of ``rounds`` rounds: not
-    every row an object with an integer ``round``, rounds not increasing, or the last
-    not ``rounds`` (when known)."""
+def metrics_damage(
+    rows: list[Any], last: Any, *, every: Any = None, rounds: Any = None
+) -> str | None:
+    """What is wrong with ``metrics.jsonl``'s rows, which must be rounds 0, 1, ..,
+    ``last`` (when known), one row each, in order: not every row an object with an
+    integer ``round``, rounds out of order or twice, a round missing at the start, in
+    the middle or at the end, or (``every``: the scenario's ``eval_every``) an
+    evaluation round (a multiple of ``every``, and ``rounds``, the run's last) whose row
+    has no ``loss``."""
     if not rows or not all(isinstance(r, dict) for r in rows):
         return "metrics.jsonl is empty or garbled"
     numbers = [r.get("round") for r in rows]
@@ -42,9 +47,31 @@ def metrics_damage(rows: list[Any], rounds: Any) -> str | None:
         return "metrics.jsonl has a row without a round number"
     if any(b <= a for a, b in zip(numbers, numbers[1:])):
         return "metrics.jsonl has rounds out of order or twice"
-    if rounds is not None and numbers[-1] != rounds:
-        return f"metrics.jsonl ends at round {numbers[-1]} of {rounds}"
+    if numbers[0] != 0:
+        return f"metrics.jsonl starts at round {numbers[0]}, not 0"
+    gap = next((a for a, b in zip(numbers, numbers[1:]) if b != a + 1), None)
+    if gap is not None:
+        after = numbers[numbers.index(gap) + 1]
+        missing = f"round {gap + 1}" if after == gap + 2 else f"rounds {gap + 1}-{after - 1}"
+        return f"metrics.jsonl lacks {missing} (it has {gap} and {after})"
+    if last is not None and numbers[-1] != last:
+        return f"metrics.jsonl ends at round {numbers[-1]} of {last}"
+    if _count(every) and every > 0:
+        unevaluated = [
+            n
+            for n, row in zip(numbers, rows)
+            if (n % every == 0 or n == rounds) and "loss" not in row
+        ]
+        if unevaluated:
+            return (
+                f"metrics.jsonl's round {unevaluated[0]} has no evaluation "
+                f"(eval_every {every}: every {every}th round and the last have one)"
+            )
     return None
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def final_model_damage(path: Path) -> str | None:

@@ -4,9 +4,11 @@ place, and without blocking on a FIFO planted there.
 A run folder may be shared, copied or prepared by someone else: a ``run.lock`` that is a
 symlink to a file outside the folder would have the lock record written through it (the
 target overwritten), a ``tls`` symlink would receive the SuperLink's private key, a FIFO
-at a file's name would hang the run on ``open``. Every file a run writes is opened here
-with ``O_NOFOLLOW`` (a symlink in the last component fails with ``ELOOP``) and
-``O_NONBLOCK`` (a FIFO opens at once, or fails), and refused unless it is a regular file:
+at a file's name would hang the run on ``open``. Every file a run writes, from its first
+row to its last plot, is written here (:func:`write_atomic`, with :func:`encoded` for what
+numpy and matplotlib write) or opened here with ``O_NOFOLLOW`` (a symlink in the last
+component fails with ``ELOOP``) and ``O_NONBLOCK`` (a FIFO opens at once, or fails), and
+refused unless it is a regular file:
 :class:`UnsafePathError`, naming the file and what it is, which ``fedram`` reports as a
 user error (exit 2). Folders a run creates are checked with ``lstat`` the same way.
 """
@@ -14,9 +16,12 @@ user error (exit 2). Folders a run creates are checked with ``lstat`` the same w
 from __future__ import annotations
 
 import errno
+import io
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TextIO
 
 from fedram_flwr.scenario.schema import ScenarioError
 
@@ -86,10 +91,22 @@ def write_atomic(path: Path, data: bytes, *, mode: int = 0o644, sync: bool = Fal
             fh.flush()
             if sync:
                 os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except IsADirectoryError:  # a folder where the file goes: named, to remove
+            raise refuse(path) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def encoded(save: Callable[..., Any], *args: Any, **kwargs: Any) -> bytes:
+    """The bytes ``save(file, *args, **kwargs)`` writes into a file object (``np.savez``,
+    ``np.save``, ``Figure.savefig``, ...), for :func:`write_atomic`: a library that is
+    given a path opens it itself, through whatever link is planted there."""
+    buffer = io.BytesIO()
+    save(buffer, *args, **kwargs)
+    return buffer.getvalue()
 
 
 def make_folder(path: Path) -> Path:
@@ -122,6 +139,14 @@ def refuse_links(folder: Path) -> None:
             mode = os.lstat(os.path.join(top, name)).st_mode
             if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):  # a link, FIFO, socket...
                 raise refuse(Path(top) / name)
+
+
+def open_text(path: Path, *, append: bool = False) -> TextIO:
+    """``path`` opened to write text (truncated, or ``append``), a regular file only: never
+    through a link, never blocking on a FIFO (:class:`UnsafePathError`). For what is
+    written as it comes (a process's log)."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
+    return os.fdopen(open_regular(path, flags), "a" if append else "w")
 
 
 def read_regular(path: Path, limit: int = 1 << 20) -> bytes:

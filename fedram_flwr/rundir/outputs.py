@@ -22,12 +22,12 @@ from fedram_flwr.availability import (
     PARTITION_ID,
     ConnectedClientManager,
     OracleClientManager,
-    write_trace,
 )
 from fedram_flwr.rundir import PLOT_INPUTS_FILE as PLOT_INPUTS_FILE
 from fedram_flwr.rundir import VARIANT_FILE as VARIANT_FILE
 from fedram_flwr.rundir import WEIGHTS_FILE, RunDirectory
 from fedram_flwr.rundir import label_fields as label_fields
+from fedram_flwr.rundir.nofollow import encoded, write_atomic
 
 BOUNDARY_GRID = 300  # points per axis of the decision-boundary grid
 NO_TRAINING = "no client trained in any round"
@@ -216,11 +216,13 @@ class RoundRecorder:
         self.run_dir.append_metrics(row)
         self._progress(row)
         if server_round == self.num_rounds:
-            np.savez(self.run_dir.path / "final_model.npz", *final_arrays())
+            model = encoded(np.savez, *final_arrays())
+            write_atomic(self.run_dir.path / "final_model.npz", model)
             rows = self.run_dir.read_metrics()
             if self._num_clients:
                 available = realised_availability(rows, self._num_clients)
-                write_trace(self.run_dir.path / "availability.csv", available)
+                text = encoded(np.savetxt, available.astype(np.uint8), fmt="%d", delimiter=",")
+                write_atomic(self.run_dir.path / "availability.csv", text)
             if self._weights:
                 self.write_weights()
             summary = summarise(rows)
@@ -237,10 +239,7 @@ class RoundRecorder:
         out = np.zeros((self.num_rounds, n), np.float32)
         for r, w in self._weights.items():
             out[r - 1] = w
-        tmp = self.run_dir.path / f".{WEIGHTS_FILE}"
-        with tmp.open("wb") as fh:
-            np.save(fh, out)
-        tmp.replace(self.run_dir.path / WEIGHTS_FILE)
+        write_atomic(self.run_dir.path / WEIGHTS_FILE, encoded(np.save, out))
 
     def _progress(self, row: dict[str, Any]) -> None:
         r = row["round"]

@@ -296,3 +296,26 @@ def _check_sequence(value: Any, template: list | tuple, where: str) -> None:
     elif template:
         for i, item in enumerate(value):
             check_like(item, template[0], f"{where}[{i}]")
+
+
+def first_nonfinite(value: Any, where: str) -> str | None:
+    """Where ``value`` (decoded from a checkpoint) holds a NaN or an infinity, in an
+    array or a number, at any depth (``where[key].field[i]``); None when nowhere."""
+    if isinstance(value, np.ndarray | np.generic):
+        array = np.asarray(value)
+        finite = array.dtype.kind not in "fc" or bool(np.isfinite(array).all())
+        return None if finite else where
+    if isinstance(value, float):
+        return None if math.isfinite(value) else where
+    if isinstance(value, list | tuple):
+        items: Any = enumerate(value)
+    elif isinstance(value, dict):
+        items = value.items()
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        items = ((f".{f.name}", getattr(value, f.name)) for f in dataclasses.fields(value))
+        return next(
+            (w for name, v in items if (w := first_nonfinite(v, f"{where}{name}"))), None
+        )
+    else:
+        return None
+    return next((w for key, v in items if (w := first_nonfinite(v, f"{where}[{key!r}]"))), None)

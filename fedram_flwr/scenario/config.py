@@ -55,6 +55,13 @@ DEFAULT_MAX_FAILED_ROUNDS = 3
 error (:mod:`fedram_flwr.strategies.rounds`; the strategies' and ``with_availability``'s
 argument of the same name defaults to it too)."""
 
+MAX_ROUNDS = 1_000_000
+"""The most rounds a scenario may have (``rounds``, ``max_failed_rounds``): the smallest
+model's round takes about a millisecond in-process and writes a row of ``metrics.jsonl``,
+so a million rounds is hours of work and hundreds of MB of rows; a larger count would
+never finish."""
+ROUNDS_BOUND = "a million rounds would take hours even for the smallest model"
+
 MAX_SEED = 2**32 - 1
 """Seeds are 0..2**32 - 1: numpy's legacy ``RandomState`` range, well inside what
 ``SeedSequence`` (any integer >= 0) and ``torch.Generator.manual_seed`` (< 2**64) take."""
@@ -266,9 +273,9 @@ class Scenario:
     description: str = ""
 
     def __post_init__(self) -> None:
-        check_range("rounds", self.rounds, 1, None)
+        check_range("rounds", self.rounds, 1, MAX_ROUNDS, bound=ROUNDS_BOUND)
         check_range("eval_every", self.eval_every, 1, None)
-        check_range("max_failed_rounds", self.max_failed_rounds, 1, None)
+        check_range("max_failed_rounds", self.max_failed_rounds, 1, MAX_ROUNDS, bound=ROUNDS_BOUND)
         if len(self.hcvar_alpha) not in (1, self.data.num_clients):
             raise ScenarioError(
                 f"hcvar_alpha: give one value or one per client ({self.data.num_clients}), "

@@ -309,7 +309,9 @@ def check_range(
     hi: float | None,
     *,
     lo_open: bool = False,
+    bound: str = "",
 ) -> None:
-    """Raise :func:`range_problem`'s reason if ``value`` is outside its range."""
+    """Raise :func:`range_problem`'s reason if ``value`` is outside its range (``bound``:
+    why the range ends where it does, added to the message)."""
     if why := range_problem(name, value, lo, hi, lo_open=lo_open):
-        raise ScenarioError(why)
+        raise ScenarioError(f"{why} ({bound})" if bound else why)

@@ -14,6 +14,12 @@ from typing import Any, Literal
 
 from fedram_flwr.scenario.schema import ScenarioError, absolute_path, check_range
 
+MAX_SIM_SECONDS = 1e9
+"""The longest simulated span a scenario may give (an availability period, slot or tick):
+about 32 years, far past the end of any run's clock; larger spans (``1e308``) overflow
+the laws' arithmetic into NaN probabilities."""
+SIM_SECONDS_BOUND = "1e9 s, about 32 years of simulated time, is past the end of any run"
+
 POLICY_FIELDS: dict[str, tuple[str, ...]] = {
     "wait-all": (),
     "deadline": ("deadline_s", "late"),
@@ -105,7 +111,7 @@ class RoundPolicyConfig:
                     "updates a round uses, >= 1)"
                 )
             check_range("time.policy.select", self.select, 1, None)
-            check_range("time.policy.over", self.over, 1.0, None)
+            check_range("time.policy.over", self.over, 1.0, None)  # <= K: check_clients
 
 
 @dataclass(frozen=True)
@@ -152,11 +158,17 @@ class TimeConfig:
                 "diurnal": ("base", "amplitude", "peak_seconds", "period_seconds", "slot_seconds"),
             },
         )
-        check_range("time.availability.tick_seconds", av.tick_seconds, 0.0, None, lo_open=True)
         check_range("time.availability.start_time", av.start_time, 0.0, None)
         check_range("time.availability.amplitude", av.amplitude, 0.0, 1.0)
-        check_range("time.availability.period_seconds", av.period_seconds, 0.0, None, lo_open=True)
-        check_range("time.availability.slot_seconds", av.slot_seconds, 0.0, None, lo_open=True)
+        for name in ("period_seconds", "slot_seconds", "tick_seconds"):
+            check_range(
+                f"time.availability.{name}",
+                getattr(av, name),
+                0.0,
+                MAX_SIM_SECONDS,
+                lo_open=True,
+                bound=SIM_SECONDS_BOUND,
+            )
         for i, b in enumerate(av.base or ()):
             check_range(f"time.availability.base[{i}]", b, 0.0, 1.0)
         if av.law == "fedscale" and av.path is None:
@@ -170,7 +182,25 @@ class TimeConfig:
             )
 
     def check_clients(self, num_clients: int) -> None:
-        """Per-client lists hold one value per client (or one for all, where allowed)."""
+        """Per-client lists hold one value per client (or one for all, where allowed);
+        an over-selection that selects at most the ``num_clients`` clients, starting at
+        most ``num_clients`` x ``select`` (more would select nobody more)."""
+        policy = self.policy
+        if policy.kind == "over-selection" and policy.select is not None:
+            check_range(
+                "time.policy.select",
+                policy.select,
+                1,
+                num_clients,
+                bound=f"a round cannot use more than the data.num_clients = {num_clients} clients",
+            )
+            check_range(
+                "time.policy.over",
+                policy.over,
+                1.0,
+                float(num_clients),
+                bound=f"over x select past every one of the {num_clients} clients starts no more",
+            )
         lists = [
             ("time.speeds.clients", self.speeds.clients, False),
             ("time.availability.clients", self.availability.clients, False),

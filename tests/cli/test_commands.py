@@ -150,11 +150,37 @@ def test_a_target_accuracy_outside_0_1_exits_2(tmp_path: Path, capsys) -> None:
 
 
 @pytest.mark.parametrize(
-    "given", [["--time-budget", "6"], ["--time-budget", "0", "--target-accuracy", "0.7"]]
+    "given",
+    [
+        ["--time-budget", "6"],
+        ["--time-budget", "0", "--target-accuracy", "0.7"],
+        ["--time-budget", "inf", "--target-accuracy", "0.7"],
+        ["--time-budget", "nan", "--target-accuracy", "0.7"],
+    ],
 )
 def test_a_time_budget_needs_hours_and_a_target_or_exits_2(tmp_path: Path, capsys, given) -> None:
     code, _, err = fedram(capsys, "report", tmp_path, *given)
     assert code == 2 and "--time-budget" in err and "with --target-accuracy" in err
+
+
+@pytest.mark.parametrize(
+    ("given", "why"),
+    [
+        (["--time-limit", "0"], "--time-limit: 0.0: a positive number of seconds"),
+        (["--time-limit", "inf"], "--time-limit: inf: a positive number of seconds"),
+        (["--time-limit", "60", "--api", "message"], "through the legacy API"),
+    ],
+)
+def test_a_time_limit_must_be_one_a_run_can_keep(tmp_path: Path, capsys, given, why) -> None:
+    code, _, err = fedram(capsys, "run", write_scenario(tmp_path), "--out", tmp_path, *given)
+    assert code == 2 and why in err and not (tmp_path / "tiny-gaussian").exists()
+
+
+def test_strict_on_a_folder_without_runs_exits_1(tmp_path: Path, capsys) -> None:
+    """Nothing to report is not "every run complete and whole"."""
+    code, _, err = fedram(capsys, "report", tmp_path, "--strict")
+    assert code == 1 and f"{tmp_path} holds no run folders" in err and "--strict" in err
+    assert fedram(capsys, "report", tmp_path)[0] == 0
 
 
 def test_a_time_section_runs_through_the_message_api(tmp_path: Path, capsys) -> None:
@@ -307,6 +333,12 @@ def test_a_second_writer_fails_at_once_naming_the_folder_and_pid(
             lambda d: append(d.metrics_path, d.metrics_path.read_text().splitlines()[-1] + "\n"),
             "metrics.jsonl has rounds out of order or twice",
         ),
+        (lambda d: keep_rows(d, lambda rows: rows[:2] + rows[4:]), "metrics.jsonl lacks rounds 2"),
+        (lambda d: keep_rows(d, lambda rows: rows[3:]), "metrics.jsonl starts at round 3, not 0"),
+        (
+            lambda d: keep_rows(d, lambda rows: [*rows[:3], '{"round": 3}\n', *rows[4:]]),
+            "metrics.jsonl's round 3 has no evaluation (eval_every 3",
+        ),
     ],
 )
 def test_a_damaged_complete_run_is_reported_and_redone(
@@ -331,6 +363,51 @@ def test_a_damaged_complete_run_is_reported_and_redone(
     assert code == 0 and f"complete but damaged ({why}" in err and "skipped" not in err
     assert run.damage() is None and without_timings(run.read_metrics()) == rows
     assert fedram(capsys, "report", out / "tiny-gaussian", "--strict")[0] == 0
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_a_folder_at_status_json_is_replaced_by_a_rerun(
+    complete_run: tuple[Path, Path], tmp_path: Path, capsys, force: bool
+) -> None:
+    """``status.json`` a folder (nothing could write the status over it): the report
+    lists the run as missing, a rerun says what is there and starts the run over, with
+    or without ``--force``; the run ends complete and whole."""
+    scenario, built = complete_run
+    out = tmp_path / "runs"
+    shutil.copytree(built, out)
+    run = RunDirectory(out / "tiny-gaussian" / "alpha=0.1" / "seed0")
+    rows = without_timings(run.read_metrics())
+    (run.path / "status.json").unlink()
+    (run.path / "status.json").mkdir()
+    (run.path / "status.json" / "inside").write_text("x")
+    code, _, err = fedram(capsys, "report", out / "tiny-gaussian", "--strict")
+    assert code == 1 and f"{run.path}: missing" in err
+    args = ["run", scenario, "--out", out, "--variant", "alpha=0.1", *(["--force"] * force)]
+    code, _, err = fedram(capsys, *args)
+    assert code == 0, err
+    if not force:
+        assert f"{run.path / 'status.json'} is a folder, running it again" in err
+    assert run.status() == "complete" and run.damage() is None
+    assert without_timings(run.read_metrics()) == rows
+
+
+def test_a_complete_run_without_its_fingerprint_is_skipped_saying_so(
+    complete_run: tuple[Path, Path], tmp_path: Path, capsys
+) -> None:
+    scenario, built = complete_run
+    out = tmp_path / "runs"
+    shutil.copytree(built, out)
+    run = RunDirectory(out / "tiny-gaussian" / "alpha=0.1" / "seed0")
+    (run.path / "fingerprint.json").unlink()
+    code, _, err = fedram(capsys, "run", scenario, "--out", out, "--variant", "alpha=0.1")
+    assert code == 0 and "complete, skipped (without fingerprint.json the code" in err
+    assert "made by other code" not in err
+
+
+def keep_rows(run: RunDirectory, keep) -> None:
+    """``metrics.jsonl`` holds ``keep(its lines)``: rows deleted in the middle, at the
+    start (the file deleted while the run went on, and made anew), or changed."""
+    run.metrics_path.write_text("".join(keep(run.metrics_path.read_text().splitlines(True))))
 
 
 def append(path: Path, text: str) -> None:

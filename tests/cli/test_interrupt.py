@@ -92,3 +92,28 @@ def test_ctrl_c_ends_with_one_line_and_the_run_interrupted_in_every_engine(
         resumes = "resume it from its last checkpoint" if name == "legacy" else "run it again"
         assert line.endswith(resumes), line
     assert "resuming from its checkpoint after round 1 of 6" in err
+
+
+def test_ctrl_c_once_the_run_is_complete_says_it_is_complete(tmp_path: Path) -> None:
+    """Ctrl-C as a run records its last round (seen as a Flower engine's run finished):
+    the status stays ``complete`` and the line says the run is complete, not "interrupted
+    at round 6"."""
+    from fedram_flwr.cli.interrupt import record_interrupted
+    from fedram_flwr.rundir.outputs import RunDirectory
+
+    run = RunDirectory(tmp_path / "run")
+    with run.lock():
+        run.start({"name": "s", "rounds": 6}, 0, engine="flwr")
+        for r in range(7):
+            run.append_metrics({"round": r})
+        run.set_status("complete")
+        line = record_interrupted(run.path, 6, "flwr").message()
+    assert run.status() == "complete"
+    assert line == (
+        f"fedram: interrupted once {run.path} was complete (6 rounds); rerun the same "
+        "command for the runs after it and the report"
+    )
+    with run.lock():
+        run.set_status("running")
+        line = record_interrupted(run.path, 6, "flwr").message()
+    assert run.status() == "interrupted" and line.startswith("fedram: interrupted at round 6 of 6")

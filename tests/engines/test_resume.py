@@ -292,3 +292,24 @@ def test_the_server_starts_after_its_start_round(start: int) -> None:
     assert server.trained == ended == list(range(start + 1, 6))
     first = [(0, b"init")] if start == 0 else []
     assert strategy.evaluated == first + [(r, bytes([r])) for r in range(start + 1, 6)]
+
+
+def test_a_time_limit_stops_the_run_after_a_round_and_a_rerun_continues(
+    tiny_scenario, tmp_path: Path
+) -> None:
+    """An in-process time limit already spent (0 s): the run fails after round 1, with
+    round 1's checkpoint written first, naming the limit; the rerun without a limit
+    resumes there and ends with the files of a run never stopped."""
+    from fedram_flwr.engines.flwr.errors import TimeLimitError
+
+    reference = run_in_process(tiny_scenario, 0, tmp_path / "reference", checkpoint_every=0)
+    with pytest.raises(TimeLimitError, match="--time-limit: 0 s ran out after round 1 of"):
+        run_in_process(tiny_scenario, 0, tmp_path / "run", checkpoint_every=1, time_limit=0.0)
+    run = RunDirectory(tmp_path / "run")
+    status = yaml.safe_load((run.path / "status.json").read_text())
+    assert status["status"] == "failed" and "TimeLimitError" in status["error"]
+    assert read_checkpoint(run.path / CHECKPOINT_FILE).round == 1
+    resumed = run_in_process(tiny_scenario, 0, run.path, checkpoint_every=1)
+    assert yaml.safe_load((resumed.path / "status.json").read_text())["resumed-from"] == 1
+    for a, b in zip(final_arrays(resumed), final_arrays(reference), strict=True):
+        assert np.array_equal(a, b)

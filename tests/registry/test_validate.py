@@ -16,6 +16,7 @@ from fedram_flwr.registry import (
     algorithm_params,
     load_scenario,
     oracle_params,
+    scenario_from_dict,
     with_overrides,
 )
 from fedram_flwr.scenario.config import Scenario, ScenarioError
@@ -117,3 +118,47 @@ def test_with_overrides_are_validated(tiny_scenario: Scenario) -> None:
 def test_bad_sweep_fails_at_load_time(scenario_dict, sweep, expected) -> None:
     scenario_dict["sweep"] = sweep
     assert expected in scenario_error(scenario_dict)
+
+
+LOGNORMAL_SPEEDS = {
+    "law": "lognormal",
+    "compute_ms_per_sample": {"median": 40.0},
+    "bandwidth_kbps": {"median": 5000.0},
+}
+
+
+def test_a_round_policy_for_an_asynchronous_algorithm_is_refused(scenario_dict) -> None:
+    """FedBuff takes each update as it arrives: a round policy would do nothing."""
+    scenario_dict["algorithm"] = {"name": "fedbuff", "params": {"buffer_size": 2, "concurrency": 3}}
+    scenario_dict["availability"] = {"oracle": "bernoulli", "params": {"p": [1.0, 1.0, 1.0]}}
+    scenario_dict["time"] = {"speeds": LOGNORMAL_SPEEDS}
+    assert scenario_from_dict(scenario_dict).time is not None  # the clock alone is taken
+    scenario_dict["time"]["policy"] = {"kind": "deadline", "deadline_s": 60}
+    with pytest.raises(ScenarioError, match=r"^time\.policy: fedbuff is asynchronous"):
+        scenario_from_dict(scenario_dict)
+
+
+@pytest.mark.parametrize("section", ["speeds", "availability"])
+def test_fedscale_files_are_read_at_load(
+    scenario_dict, tmp_path: Path, capsys, section: str
+) -> None:
+    """A missing or malformed FedScale file is a scenario error like any other: exit 2 at
+    load, from ``fedram show`` too, before any run folder is made."""
+    from fedram_flwr.cli.commands import main
+
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2")
+    time = {"speeds": {"law": "fedscale", "path": str(bad)}}
+    if section == "availability":
+        time = {"speeds": LOGNORMAL_SPEEDS, "availability": {"law": "fedscale", "path": str(bad)}}
+    scenario_dict["time"] = time
+    with pytest.raises(ScenarioError, match=rf"^time\.{section}\.path: {bad}"):
+        scenario_from_dict(scenario_dict)
+    scenario_dict["time"][section]["path"] = str(tmp_path / "missing.json")
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(scenario_dict))
+    for command in (["show", str(path)], ["run", str(path), "--out", str(tmp_path / "runs")]):
+        code = main(command)
+        err = capsys.readouterr().err
+        assert code == 2 and f"time.{section}.path: {tmp_path / 'missing.json'}" in err
+    assert not (tmp_path / "runs").exists()

@@ -19,6 +19,7 @@ from fedram_flwr.report.clock import (
     within_budget,
 )
 from fedram_flwr.report.run_plots import plot_accuracy_time
+from fedram_flwr.scenario.schema import ScenarioError
 from tests.helpers import write_run
 
 
@@ -118,6 +119,10 @@ def test_the_budget_table_cuts_each_run_at_the_budget_and_counts_client_work(
     assert "| wait-all | 0 of 1 | not reached | not reached |" in budget_table(
         RunSet.load(tmp_path), 3.0, 0.85
     )
+    # a budget past the shortest run's end: an error naming that run (deadline's seed 0
+    # and 1 end at 3.5 h, wait-all's at 4 h, FedBuff's at 3 h)
+    with pytest.raises(ScenarioError, match=f"--time-budget: {tmp_path}/fedbuff/seed0: a run "):
+        budget_table(RunSet.load(tmp_path), 3.2, 0.7)
     report = write_report(tmp_path, target_accuracy=0.7, time_budget=3.0).read_text()
     assert "## Within 3 simulated hours" in report and table in report
     assert "Within" not in write_report(tmp_path, target_accuracy=0.7).read_text()

@@ -133,8 +133,12 @@ def test_an_interrupted_run_resumes_from_its_checkpoint(interrupted: RunDirector
     assert interrupted.status() == "interrupted"
     saved, why = resume_point(interrupted, SCENARIO, 0)
     assert saved is not None and saved.round == 2 and why == ""
+    (interrupted.path / "scenario.yaml").write_text("rounds: [6\n")  # garbled meanwhile
+    (interrupted.path / "fingerprint.json").unlink()
     with interrupted.lock():
-        resume(interrupted, saved, engine="in-process")
+        resume(interrupted, saved, "in-process", SCENARIO, 0)
+    assert interrupted.scenario() == {**SCENARIO, "seed": 0}  # the run's own, written anew
+    assert interrupted.fingerprint()["scenario"] == scenario_fingerprint(SCENARIO, 0)
     assert [row["round"] for row in interrupted.read_metrics()] == [0, 1, 2]
     assert not (interrupted.path / "summary.json").exists()
     assert (interrupted.path / CHECKPOINT_FILE).exists()

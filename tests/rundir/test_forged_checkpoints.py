@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import io
 import json
 import shutil
 import sys
@@ -103,6 +104,33 @@ def missing_module(path: Path, saved: Checkpoint) -> None:
         del sys.modules[module.__name__]
 
 
+def model_of(value: float) -> Callable[[Path, Checkpoint], None]:
+    """The checkpoint with every model value ``value`` (NaN, inf)."""
+
+    def forge(path: Path, saved: Checkpoint) -> None:
+        arrays = [np.load(io.BytesIO(data)) for data in saved.parameters]
+        parameters = [npy(np.full_like(a, value)) for a in arrays]
+        write_checkpoint(path.parent, dataclasses.replace(saved, parameters=parameters))
+
+    return forge
+
+
+def rows_recounted(keep: Callable[[list[str]], list[str]]) -> Callable[[Path, Checkpoint], None]:
+    """``metrics.jsonl``'s rows counted by the checkpoint replaced by ``keep(rows)``, and
+    the checkpoint's size and sha256 made to match them (only the rows lie)."""
+
+    def forge(path: Path, saved: Checkpoint) -> None:
+        metrics = path.parent / "metrics.jsonl"
+        data = metrics.read_bytes()
+        head = "".join(keep(data[: saved.metrics_bytes].decode().splitlines(True))).encode()
+        metrics.write_bytes(head + data[saved.metrics_bytes :])
+        digest = hashlib.sha256(head).hexdigest()
+        changed = dataclasses.replace(saved, metrics_bytes=len(head), metrics_sha256=digest)
+        write_checkpoint(path.parent, changed)
+
+    return forge
+
+
 def a_folder(path: Path, saved: Checkpoint) -> None:
     path.unlink()
     path.mkdir()
@@ -133,6 +161,19 @@ FORGERIES: dict[str, Callable[[Path, Checkpoint], None]] = {
         path.parent, dataclasses.replace(saved, clients={99: next(iter(saved.clients.values()))})
     ),
     "checkpoint.bin a folder": a_folder,
+    # its round inside the run, but not the round of its rows, model and state
+    "round 6 with round 4's rows and state": forged(round=6),
+    "round 2 with round 4's rows and state": forged(round=2),
+    "rows counted without round 0": rows_recounted(lambda rows: rows[1:]),
+    "rows counted without round 2": rows_recounted(lambda rows: rows[:2] + rows[3:]),
+    "rows counted in another order": rows_recounted(lambda rows: [rows[1], rows[0], *rows[2:]]),
+    "round 4's row without its evaluation": rows_recounted(
+        lambda rows: [*rows[:4], json.dumps({"round": 4}) + "\n"]
+    ),
+    "metrics_bytes 2**62": forged(metrics_bytes=2**62),
+    "an all-NaN model": model_of(np.nan),
+    "an all-inf model": model_of(np.inf),
+    "a NaN in the strategy state": strategy_with(seconds=float("nan")),
     "no metrics counted, metrics.jsonl gone": lambda path, saved: (
         (path.parent / "metrics.jsonl").unlink(),
         write_checkpoint(
@@ -143,6 +184,22 @@ FORGERIES: dict[str, Callable[[Path, Checkpoint], None]] = {
         ),
     ),
 }
+
+
+WHY = {
+    "round 6 with round 4's rows and state": "its round 6 disagrees with the rows it counts: "
+    "they are rounds 0-4",
+    "round 2 with round 4's rows and state": "its round 2 disagrees with the rows it counts",
+    "rows counted without round 0": "metrics.jsonl starts at round 1, not 0",
+    "rows counted without round 2": "metrics.jsonl lacks round 2 (it has 1 and 3)",
+    "rows counted in another order": "metrics.jsonl has rounds out of order or twice",
+    "round 4's row without its evaluation": "metrics.jsonl's round 4 has no evaluation",
+    "metrics_bytes 2**62": f"it counts {2**62} bytes, the file holds",
+    "an all-NaN model": "parameters[0] holds NaN or infinite values",
+    "an all-inf model": "parameters[0] holds NaN or infinite values",
+    "a NaN in the strategy state": "strategy['seconds'] holds NaN or infinite values",
+}
+"""What the rerun says for the forgeries that lie about their rows, sizes or values."""
 
 
 @pytest.mark.parametrize("case", list(FORGERIES))
@@ -156,6 +213,7 @@ def test_a_forged_checkpoint_starts_the_run_over_saying_why(
     done = run_in_process(scenario_from_dict(RAW), 0, run.path, checkpoint_every=EVERY)
     err = capsys.readouterr().err
     assert "checkpoint not used (" in err and "starting from round 1" in err, err
+    assert WHY.get(case, "") in err, err
     status = json.loads((done.path / "status.json").read_text())
     assert status["status"] == "complete" and "resumed-from" not in status
     reference = runs["reference"]

@@ -1,7 +1,9 @@
 """Run-folder plants: a symbolic link or a FIFO where a run writes
 one of its files (run.lock, status.json and its temporary file, metrics.jsonl,
-checkpoint.bin, the ``tls`` folder and its keys) is refused, naming it; nothing is
-written through a link (its target is left as it was) and nothing blocks on a FIFO."""
+checkpoint.bin, the ``tls`` folder and its keys; and, planted while the run goes on, the
+model, the trace, the weights, the summary, the plots and the report) is refused or
+replaced, naming it; nothing is written through a link (its target is left as it was)
+and nothing blocks on a FIFO."""
 
 from __future__ import annotations
 
@@ -200,3 +202,76 @@ def test_tls_inputs_that_are_not_regular_files_are_refused(tmp_path: Path) -> No
     with pytest.raises(UnsafePathError, match=r"tls\.key: .*No such file"):
         check_options("deployment", 2, TlsFiles(files.ca, files.cert, tmp_path / "no"), {})
     check_options("deployment", 2, files, {})  # regular files pass
+
+
+# ------------------------------------------------- links planted while a run goes on
+LATE_NAMES = ("final_model.npz", "availability.csv", "weights.npy", "summary.json")
+"""What a run writes only after its last round, and what the report writes after it."""
+REPORT_NAMES = ("plot_inputs.npz", "accuracy.png", "report.md")
+
+
+def test_links_planted_while_a_run_goes_on_are_never_written_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Links planted after the run's checks, just before its last round is recorded (at
+    every file it writes after that round: the model, the availability trace, the weights,
+    the summary), and before the plots and the report are drawn: each file is written
+    anew as a regular file in the folder, and not one target outside is touched."""
+    from fedram_flwr.engines import run_in_process
+    from fedram_flwr.engines.plot_inputs import complete_plot_inputs
+    from fedram_flwr.registry import scenario_from_dict
+    from fedram_flwr.report import write_report
+    from fedram_flwr.report.run_plots import plot_run
+    from tests.helpers import tiny_ca_fed_dict
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    targets = {name: outside / name for name in (*LATE_NAMES, *REPORT_NAMES)}
+    for target in targets.values():
+        target.write_text(PRECIOUS)
+    run_dir = tmp_path / "runs" / "tiny" / "seed0"
+    rounds = 3
+    append = RunDirectory.append_metrics
+
+    def plant_before_the_last_row(self: RunDirectory, row: dict) -> None:
+        if row["round"] == rounds:
+            for name in LATE_NAMES:
+                plant_link(self.path, name, targets[name])
+        append(self, row)
+
+    monkeypatch.setattr(RunDirectory, "append_metrics", plant_before_the_last_row)
+    scenario = scenario_from_dict(tiny_ca_fed_dict(rounds=rounds))  # CA-Fed: weights.npy
+    run = run_in_process(scenario, 0, run_dir, checkpoint_every=0)
+    for name in REPORT_NAMES:
+        folder = run_dir.parent if name == "report.md" else run_dir
+        (folder / name).unlink(missing_ok=True)  # plot_inputs.npz: the run wrote it
+        plant_link(folder, name, targets[name])
+    complete_plot_inputs(tmp_path / "runs")
+    plot_run(run_dir)
+    write_report(run_dir.parent)
+    untouched = dict.fromkeys(targets, PRECIOUS.encode())
+    assert {name: t.read_bytes() for name, t in targets.items()} == untouched
+    written = [run_dir / name for name in (*LATE_NAMES, *REPORT_NAMES[:2])]
+    for path in [*written, run_dir.parent / "report.md"]:
+        assert path.is_file() and not path.is_symlink(), path
+    assert run.status() == "complete" and run.damage() is None
+
+
+@pytest.mark.parametrize("append", [False, True])
+def test_a_log_is_never_opened_through_a_planted_link(
+    tmp_path: Path, victim: Path, append: bool
+) -> None:
+    """The Flower engines' logs in ``flwr-logs`` (a process's output, ``flwr run``'s
+    relayed lines) open through :func:`open_text`: a link there is refused, its target
+    kept; a regular log is truncated, or appended to."""
+    from fedram_flwr.rundir.nofollow import open_text
+
+    link = plant_link(tmp_path / "flwr-logs", "flwr-run.log", victim)
+    with pytest.raises(UnsafePathError, match="flwr-run.log: a symbolic link"):
+        open_text(link, append=append)
+    assert victim.read_text() == PRECIOUS
+    log = tmp_path / "flwr-logs" / "superlink.log"
+    log.write_text("first\n")
+    with open_text(log, append=append) as fh:
+        fh.write("second\n")
+    assert log.read_text() == ("first\nsecond\n" if append else "second\n")

@@ -121,7 +121,10 @@ def test_an_unknown_lr_schedule_is_named_with_the_allowed_ones(scenario_dict) ->
 @pytest.mark.parametrize(
     ("section", "key", "value", "expected"),
     [
-        (None, "rounds", 0, "rounds: 0 is outside the allowed range [1, inf)"),
+        (None, "rounds", 0, "rounds: 0 is outside the allowed range [1, 1e+06] (a million"),
+        (None, "rounds", 10**30, f"rounds: {10**30} is outside the allowed range [1, 1e+06]"),
+        (None, "max_failed_rounds", 10**30, "max_failed_rounds: 1000000000000000000000000000000 "
+         "is outside the allowed range [1, 1e+06] (a million rounds would take hours"),
         ("training", "lr", 0.0, "training.lr: 0.0 is outside the allowed range (0, inf)"),
         ("data", "train_fraction", 1.5, "data.train_fraction: 1.5 is outside"),
     ],
@@ -405,7 +408,16 @@ def test_a_time_section_round_trips(scenario_dict) -> None:
                                              "clients": [1]}},
          "time.availability.clients: has 1 entries; give one per client"),
         ({**LOGNORMAL_TIME, "availability": {"tick_seconds": 0}},
-         "time.availability.tick_seconds: 0.0 is outside the allowed range (0, inf)"),
+         "time.availability.tick_seconds: 0.0 is outside the allowed range (0, 1e+09]"),
+        ({**LOGNORMAL_TIME, "availability": {"law": "diurnal", "base": [0.5],
+                                             "period_seconds": 1e308}},
+         "time.availability.period_seconds: 1e+308 is outside the allowed range (0, 1e+09] "
+         "(1e9 s, about 32 years of simulated time, is past the end of any run)"),
+        ({**LOGNORMAL_TIME, "policy": {"kind": "over-selection", "select": 4}},
+         "time.policy.select: 4 is outside the allowed range [1, 3] (a round cannot use "
+         "more than the data.num_clients = 3 clients)"),
+        ({**LOGNORMAL_TIME, "policy": {"kind": "over-selection", "select": 1, "over": 1e300}},
+         "time.policy.over: 1e+300 is outside the allowed range [1, 3]"),
         ({**LOGNORMAL_TIME, "clock": {}}, "time.clock: unknown key; allowed keys of time: "
          "availability, policy, speeds"),
     ],
@@ -464,7 +476,7 @@ def test_time_paths_resolve_against_the_working_directory(
         "speeds": {"law": "fedscale", "path": "capacity.json"},
         "availability": {"law": "fedscale", "path": "traces/behave.json", "start_time": 60},
     }
-    resolved = scenario_from_dict(scenario_dict)
+    resolved = parse_scenario(scenario_dict)  # the files are read when it is validated
     assert resolved.time.speeds.path == str(tmp_path / "capacity.json")
     assert resolved.time.availability.path == str(tmp_path / "traces" / "behave.json")
 
@@ -483,14 +495,18 @@ def test_scenario_speeds_follow_the_time_section(scenario_dict, tmp_path: Path) 
     s = scenario_from_dict(scenario_dict)
     assert scenario_speeds(s.time.speeds, 3, 0).bandwidth_kbps.tolist() == [30.0, 10.0, 10.0]
     scenario_dict["time"]["speeds"]["clients"] = [3, 1, 9]
-    s = scenario_from_dict(scenario_dict)
+    s = parse_scenario(scenario_dict)
     with pytest.raises(ValueError, match=r"^time\.speeds\.clients: client 9 is not in"):
         scenario_speeds(s.time.speeds, 3, 0)
+    with pytest.raises(ScenarioError, match=r"^time\.speeds\.clients: client 9 is not in"):
+        scenario_from_dict(scenario_dict)  # at load, as every scenario error
     path.write_text(json.dumps({"1": {"computation": 0, "communication": 1}}))
     scenario_dict["time"]["speeds"]["clients"] = [1, 1, 1]
-    s = scenario_from_dict(scenario_dict)
+    s = parse_scenario(scenario_dict)
     with pytest.raises(ValueError, match=r"^time\.speeds\.path: .*client 1\.computation: 0 is"):
         scenario_speeds(s.time.speeds, 3, 0)
+    with pytest.raises(ScenarioError, match=r"^time\.speeds\.path: .*client 1\.computation: 0"):
+        scenario_from_dict(scenario_dict)
 
 
 def test_overrides_and_sweeps_start_an_absent_time_section(scenario_dict) -> None:

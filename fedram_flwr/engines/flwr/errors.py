@@ -25,11 +25,12 @@ class TimeLimitError(FlwrRunError):
 
 
 def log_tail(path: Path, lines: int = LOG_TAIL) -> str:
-    """The last ``lines`` lines of a log file, or ``(no log)``."""
+    """The last ``lines`` lines of a log file, ``(the log is empty)``, or ``(no log)``."""
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        tail = "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return "(no log)"
+    return tail or "(the log is empty)"
 
 
 def root_cause(lines: Iterable[str]) -> str | None:

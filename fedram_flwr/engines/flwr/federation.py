@@ -49,9 +49,10 @@ from fedram_flwr.engines.flwr.processes import (
 )
 from fedram_flwr.engines.flwr.ray_cluster import RAY_ADDRESS_ENV, check_reachable
 from fedram_flwr.engines.flwr.signals import signals_ignored
-from fedram_flwr.engines.flwr.staging import stage_app
+from fedram_flwr.engines.flwr.staging import publish_app
 from fedram_flwr.engines.flwr.tls import TlsFiles, check_tls_files, connection, security_flags
 from fedram_flwr.engines.flwr.watchdog import OWNER_ENV, Watchdog, owner_id
+from fedram_flwr.rundir.nofollow import write_atomic
 from fedram_flwr.scenario.paths import APP_ROOT
 from fedram_flwr.scenario.schema import ScenarioError
 
@@ -154,6 +155,7 @@ class Federation:
         self._scanning = threading.Lock()
         self._scanned = -SCAN_EVERY_S  # when /proc was last scanned (time.monotonic)
         self._app: Path | None = None
+        self._staging = threading.Lock()  # runs started together stage the app once
         self.free_port = free_port  # where its ports come from (tests take one on purpose)
         self._installing = threading.Lock()
         self.installed = False
@@ -225,10 +227,14 @@ class Federation:
         self._installing.release()
 
     def staged_app(self, app_dir: Path = APP_DIR) -> Path:
-        """The app staged once in this federation's home (:func:`stage_app`)."""
-        if self._app is None:
-            self._app = stage_app(app_dir, self.home / "app")
-        return self._app
+        """The app staged once in this federation's home (:func:`publish_app`), however
+        many runs ask at once: the first stages it while the others wait, and no run
+        ever sees a half-staged folder (a ``flwr run`` reading a ``pyproject.toml``
+        being rewritten fails with "Missing [project] section")."""
+        with self._staging:
+            if self._app is None:
+                self._app = publish_app(app_dir, self.home / "app")
+            return self._app
 
     def start(self, deadline: float | None = None) -> None:
         """Start the SuperLink (and the SuperNodes); ``deadline`` (``time.monotonic``)
@@ -243,6 +249,7 @@ class Federation:
     def start_superlink(self, deadline: float | None = None) -> None:
         """Start ``flower-superlink`` (``--simulation``, or with a Fleet API for
         SuperNodes) on free ports and write the connection to FLWR_HOME."""
+        limited = deadline is not None  # the run's time limit, not the start-up bound
         deadline = deadline or time.monotonic() + 3 * SUPERLINK_READY_S
         for attempt in range(3):  # a port can be taken between probe and bind
             port = self.free_port()
@@ -271,12 +278,17 @@ class Federation:
                 )
                 break
             except FlwrRunError as err:
+                if limited and time.monotonic() >= deadline:  # name the limit, not the log
+                    raise TimeLimitError(
+                        f"the time limit ran out while flower-superlink was starting; {err}"
+                    ) from None
                 if time.monotonic() > deadline or self.superlink.poll() is None:
                     raise
                 if attempt == 2:
                     raise FlwrRunError(f"flower-superlink failed to start 3 times; {err}") from None
         self.mark("superlink-ready")
-        self.superlink_log.with_name("federation.txt").write_text(self.describe() + "\n")
+        described = f"{self.describe()}\n".encode()
+        write_atomic(self.superlink_log.with_name("federation.txt"), described)
         superlink = {"default": self.connection}
         superlink[self.connection] = connection(f"127.0.0.1:{port}", self.tls)
         (self.home / "config.toml").write_text(tomli_w.dumps({"superlink": superlink}))
@@ -304,9 +316,8 @@ class Federation:
                 ],
                 self.logs / f"supernode-{pid}.log",
             )
-        (self.logs / "supernodes.json").write_text(
-            json.dumps({str(k): p.pid for k, p in self.supernodes.items()}, indent=2)
-        )
+        pids = {str(k): p.pid for k, p in self.supernodes.items()}
+        write_atomic(self.logs / "supernodes.json", json.dumps(pids, indent=2).encode())
         self.mark("supernodes-started")
 
     def check_supernodes(self) -> None:

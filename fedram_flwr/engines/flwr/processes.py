@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from fedram_flwr.engines.flwr.errors import FlwrRunError
+from fedram_flwr.rundir.nofollow import open_text, write_atomic
 
 TOKEN_ENV = "FEDRAM_FLWR_RUN_TOKEN"
 """Every process a run starts (and their descendants) carries this variable."""
@@ -189,13 +190,13 @@ class ProcessTracker:
         """Write the tracked processes (pid, start, command) as JSON."""
         with self._lock:
             rows = [{**asdict(p), "cmd": p.cmd[:300]} for p in self.known.values()]
-        path.write_text(json.dumps({"token": self.token, "processes": rows}, indent=2))
+        write_atomic(path, json.dumps({"token": self.token, "processes": rows}, indent=2).encode())
 
     def spawn(
         self, cmd: list[str], log: Path, cwd: Path, env: Mapping[str, str]
     ) -> subprocess.Popen:
         """Start a tracked process in a session of its own, its output to ``log``."""
-        with log.open("w") as fh:
+        with open_text(log) as fh:
             proc = subprocess.Popen(
                 cmd,
                 cwd=cwd,

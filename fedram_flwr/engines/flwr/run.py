@@ -56,6 +56,7 @@ from fedram_flwr.engines.flwr.signals import signals_ignored, signals_raise
 from fedram_flwr.engines.flwr.staging import check_app
 from fedram_flwr.engines.flwr.tls import TlsFiles
 from fedram_flwr.registry.app_config import run_api, scenario_from_run_config
+from fedram_flwr.rundir.nofollow import write_atomic
 from fedram_flwr.rundir.outputs import RunDirectory
 from fedram_flwr.scenario.config import Scenario
 from fedram_flwr.scenario.schema import ScenarioError
@@ -275,7 +276,8 @@ def _run_once(
         (out.path / stale).unlink(missing_ok=True)  # never mistake an older run's files
     out.set_status("starting", engine="flwr")
     run_config = out.path / "flwr-logs" / "run-config.toml"
-    run_config.write_text(
+    write_atomic(
+        run_config,
         tomli_w.dumps(
             {
                 "scenario": str(path),
@@ -289,7 +291,7 @@ def _run_once(
                 # take minutes to start K ClientApps)
                 "wait-timeout": max(float(timeout), 1.0),
             }
-        )
+        ).encode(),
     )
     shared = federation is not None
     fed = federation or Federation(

@@ -23,6 +23,7 @@ from fedram_flwr.engines.flwr.errors import (
 )
 from fedram_flwr.engines.flwr.federation import Federation, check_options
 from fedram_flwr.engines.flwr.processes import die_with_parent, executable
+from fedram_flwr.rundir.nofollow import open_text, write_atomic
 from fedram_flwr.rundir.outputs import RunDirectory
 
 __all__ = ["FlwrRun"]
@@ -95,7 +96,8 @@ class FlwrRun:
         if fed.engine == "simulation":
             cmd += ["--federation-config", f"num-supernodes={fed.num_supernodes}"]
         cmd.append("--stream")
-        self.flwr_log.write_text(f"# cd {app} && FLWR_HOME={fed.home} {' '.join(cmd)}\n")
+        header = f"# cd {app} && FLWR_HOME={fed.home} {' '.join(cmd)}\n"
+        write_atomic(self.flwr_log, header.encode())
         self.flwr = subprocess.Popen(
             cmd,
             cwd=app,
@@ -148,7 +150,7 @@ class FlwrRun:
             self.faults.append(
                 {"partition": partition, "pid": pid, "after-round": after, "at": elapsed}
             )
-            (self.logs / "faults.json").write_text(json.dumps(self.faults, indent=2))
+            write_atomic(self.logs / "faults.json", json.dumps(self.faults, indent=2).encode())
             if self.echo:
                 print(
                     f"fedram: killed SuperNode {partition} (pid {pid}) after round {after}",
@@ -159,7 +161,7 @@ class FlwrRun:
     def _relay(self) -> None:
         """Copy ``flwr run`` output to our stdout and its log, keeping the last lines."""
         assert self.flwr is not None and self.flwr.stdout is not None
-        with self.flwr_log.open("a") as log:
+        with open_text(self.flwr_log, append=True) as log:
             for line in self.flwr.stdout:
                 log.write(line)
                 log.flush()
@@ -199,7 +201,7 @@ class FlwrRun:
             self.relay.join(timeout=5)
         self.mark("total")
         self.timing["round-seconds"] = _mean_round_seconds(self.out.read_metrics())
-        (self.logs / "timing.json").write_text(json.dumps(self.timing, indent=2))
+        write_atomic(self.logs / "timing.json", json.dumps(self.timing, indent=2).encode())
 
 
 def _mean_round_seconds(rows: list[dict]) -> float | None:

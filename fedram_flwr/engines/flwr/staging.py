@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import warnings
 from pathlib import Path, PurePosixPath
 
@@ -90,4 +91,23 @@ def stage_app(app_dir: Path, dest: Path) -> Path:
     if layout:
         del pyproject["tool"]["setuptools"]["package-dir"]
         (dest / "pyproject.toml").write_text(tomli_w.dumps(pyproject))
+    return dest
+
+
+def publish_app(app_dir: Path, dest: Path) -> Path:
+    """:func:`stage_app` into a new folder beside ``dest``, then renamed to ``dest`` in
+    one step: ``dest`` is absent or whole, never half-staged. When ``dest`` is already
+    there (staged by another process) the new copy goes and ``dest`` is kept."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=dest.parent))
+    try:
+        stage_app(app_dir, staging)
+        try:
+            os.rename(staging, dest)
+        except OSError:  # ENOTEMPTY / EEXIST: published by another process
+            if not (dest / "pyproject.toml").is_file():
+                raise
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
     return dest

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from fedram_flwr.engines.flwr.processes import ProcessTracker, read_proc
+from fedram_flwr.rundir.nofollow import write_atomic
 from fedram_flwr.rundir.outputs import RunDirectory
 
 OWNER_ENV = "FEDRAM_FLWR_OWNER"
@@ -147,4 +148,4 @@ def _watch(
     }
     logs = logs or (run_dir / "flwr-logs" if run_dir is not None else None)
     if logs is not None and logs.is_dir():
-        (logs / "watchdog.json").write_text(json.dumps(record, indent=2))
+        write_atomic(logs / "watchdog.json", json.dumps(record, indent=2).encode())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -45,3 +46,26 @@ def test_a_supernode_that_exited_is_named_with_its_cause(tmp_path: Path) -> None
         run.check_supernodes()  # only the one killed on purpose has exited
     finally:
         run.stop()
+
+
+def test_a_time_limit_spent_while_the_superlink_starts_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stand-in SuperLink that never answers, and a deadline (the run's time limit)
+    already past: the error is a TimeLimitError that says so, and an empty log reads as
+    such (the message ended at "log ...:" before)."""
+    from fedram_flwr.engines.flwr import federation
+    from fedram_flwr.engines.flwr.errors import TimeLimitError
+
+    never_ready = [sys.executable, "-c", "import sys; sys.stdin.read()"]
+    monkeypatch.setattr(federation, "superlink_command", lambda: never_ready)
+    run = Federation("simulation", 3, tmp_path / "logs")
+    try:
+        run.logs.mkdir(parents=True, exist_ok=True)
+        with pytest.raises(TimeLimitError) as err:
+            run.start_superlink(deadline=time.monotonic())
+    finally:
+        run.stop()
+    message = str(err.value)
+    assert message.startswith("the time limit ran out while flower-superlink was starting; ")
+    assert message.endswith("(the log is empty)")

@@ -86,3 +86,53 @@ def test_check_app_refuses_a_federations_section(tmp_path: Path) -> None:
         check_app(tmp_path)
     (tmp_path / "pyproject.toml").write_text("[tool.flwr.app]\npublisher = 'x'\n")
     check_app(tmp_path)
+
+
+def test_runs_started_together_on_one_federation_stage_the_app_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Many runs asking one federation for its staged app at the same moment (threads
+    released together by a barrier) get the same folder, staged once and whole: each
+    sees a ``pyproject.toml`` with its ``[project]``, and no half-staged copy is left."""
+    from concurrent.futures import ThreadPoolExecutor
+    from threading import Barrier
+
+    from fedram_flwr.engines.flwr import staging
+    from fedram_flwr.engines.flwr.federation import Federation
+
+    calls: list[Path] = []
+    real = staging.stage_app
+
+    def counted(app_dir: Path, dest: Path) -> Path:
+        calls.append(dest)
+        return real(app_dir, dest)
+
+    monkeypatch.setattr(staging, "stage_app", counted)
+    runs = 16
+    together = Barrier(runs)
+    fed = Federation("deployment", 3, tmp_path / "logs")
+
+    def one_run(_: int) -> tuple[Path, dict]:
+        together.wait()
+        app = fed.staged_app(APP_ROOT)
+        return app, tomli.loads((app / "pyproject.toml").read_text())
+
+    try:
+        with ThreadPoolExecutor(runs) as pool:
+            seen = list(pool.map(one_run, range(runs)))
+        left = [p.name for p in fed.home.iterdir() if p.name.startswith(".app")]
+    finally:
+        fed.stop()
+    assert len(calls) == 1 and left == []
+    assert {app for app, _ in seen} == {fed.home / "app"}
+    assert all(pyproject["project"]["name"] == "fedram-flwr" for _, pyproject in seen)
+
+
+def test_an_app_published_by_another_process_is_kept(tmp_path: Path) -> None:
+    from fedram_flwr.engines.flwr.staging import publish_app
+
+    first = publish_app(APP_ROOT, tmp_path / "app")
+    marker = first / "marker"
+    marker.write_text("first")
+    assert publish_app(APP_ROOT, tmp_path / "app") == first and marker.read_text() == "first"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app"]
