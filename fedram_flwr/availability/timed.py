@@ -40,7 +40,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -139,6 +139,24 @@ class RoundTicks:
     def available_at(self, t: float) -> list[int]:
         """Return ``oracle.draw(round_at(t))``."""
         return self.oracle.draw(self.round_at(t))
+
+
+def available_at_of(oracle: RoundIndexed | None, available_at: Any) -> Any:
+    """Return ``RoundTicks(oracle).available_at``, else ``available_at`` (not both).
+
+    Raises
+    ------
+    ValueError
+        If both are given.
+    """
+    if oracle is None:
+        return available_at
+    if available_at is not None:
+        raise ValueError(
+            "oracle and available_at both given: give one (oracle=... is "
+            "available_at=RoundTicks(oracle).available_at)"
+        )
+    return RoundTicks(oracle).available_at
 
 
 # ------------------------------------------------------------- FedScale in seconds

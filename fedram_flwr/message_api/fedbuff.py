@@ -54,7 +54,7 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Result, Strategy
 
 from fedram_flwr.availability.partition_directory import AvailabilityError
-from fedram_flwr.availability.timed import RoundTicks
+from fedram_flwr.availability.timed import available_at_of
 from fedram_flwr.message_api.fedbuff_flight import InFlight
 from fedram_flwr.message_api.node_partitions import PartitionLookup
 from fedram_flwr.message_api.partitions import grid_query
@@ -159,14 +159,7 @@ class FedBuff(PartitionLookup, Strategy):
             raise ValueError(f"drain_timeout: {drain_timeout!r} must be >= 0 seconds")
         if not (isinstance(max_failed_rounds, int) and max_failed_rounds >= 1):
             raise ValueError(f"max_failed_rounds: {max_failed_rounds!r} must be an int >= 1")
-        if oracle is not None:
-            if available_at is not None:
-                raise ValueError(
-                    "oracle and available_at both given: give one (oracle=... is "
-                    "available_at=RoundTicks(oracle).available_at)"
-                )
-            available_at = RoundTicks(oracle).available_at
-        self.oracle = oracle
+        available_at, self.oracle = available_at_of(oracle, available_at), oracle
         self.available_at, self.durations, self.seed = available_at, durations, int(seed)
         self.min_nodes = self.core.concurrency if min_nodes is None else int(min_nodes)
         self.poll_interval, self.wait_timeout = float(poll_interval), float(wait_timeout)
