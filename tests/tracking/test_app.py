@@ -124,3 +124,45 @@ def test_fedbuff_steps_log_buffer_staleness_and_clock(monkeypatch, tmp_path) -> 
         assert steps[step]["mean-staleness"] == mean and steps[step]["max-staleness"] == most
         assert steps[step]["sim-seconds"] == clock
     assert seen == [1, 2] and Recorder.made[0].ended == ["complete"]
+
+
+@pytest.mark.flwr
+def test_an_app_on_flowers_simulation_engine_logs_each_round(tmp_path, monkeypatch) -> None:
+    """``examples/fedram_app`` with ``track="tensorboard"`` under ``flwr run``: the ServerApp
+    process logs each round of its own ``start()`` through ``with_tracking``; the event
+    file holds every server-side evaluation the run's summary holds, and each round's
+    relayed count equals the oracle's draw."""
+    pytest.importorskip("tensorboard")
+    import json
+    import subprocess
+
+    from fedram_flwr.engines.flwr.federation import Federation
+    from fedram_flwr.engines.flwr.processes import executable
+    from tests.helpers import RUN_LIMIT_S, token_processes
+    from tests.test_example_app import CONFIG, copy_app
+    from tests.tracking.test_trackers import accumulator
+
+    app, result, stores = copy_app(tmp_path), tmp_path / "run.json", tmp_path / "tracking"
+    nodes = CONFIG["num-clients"]
+    with Federation("simulation", nodes, tmp_path / "logs") as fed:
+        cmd = [executable("flwr"), "run", ".", fed.connection, "--stream"]
+        cmd += ["--federation-config", f"num-supernodes={nodes}"]
+        cmd += ["--run-config", f'result-file="{result}" track="tensorboard" track-dir="{stores}"']
+        proc = fed.tracker.spawn(cmd, tmp_path / "logs" / "flwr-run.log", cwd=app, env=fed.env)
+        try:
+            proc.wait(timeout=RUN_LIMIT_S)  # a hang guard only
+        except subprocess.TimeoutExpired:
+            pass
+        log = (tmp_path / "logs" / "flwr-run.log").read_text()
+        assert proc.returncode == 0, log[-3000:]
+        token = fed.token
+    assert token_processes(token) == {}, "processes of the run outlived it"
+    run = json.loads(result.read_text())
+    events = accumulator(stores / "tensorboard" / "fedram-app" / f"fedram-app-seed{CONFIG['seed']}")
+    for key in ("accuracy", "loss"):
+        got = {e.step: e.value for e in events.Scalars(key)}
+        want = {int(r): np.float32(m[key]) for r, m in run["evaluate"].items()}
+        assert got == {r: pytest.approx(v) for r, v in want.items()}, key
+    relayed = {e.step: e.value for e in events.Scalars("relayed.count")}
+    trained = {int(r): len(p) for r, p in run["relayed"].items()}
+    assert relayed == {r: n for r, n in trained.items() if n > 0} and relayed

@@ -46,6 +46,17 @@ def main(grid: Grid, context: Context) -> None:
         fraction_evaluate=config["fraction-evaluate"],
     )
     strategy = with_availability(cvar, oracle)
+    if config["track"]:  # each round to TensorBoard / MLflow / W&B (the `tracking` extra)
+        from fedram_flwr.tracking.app import with_tracking
+
+        strategy = with_tracking(
+            strategy,
+            str(config["track"]).split(","),
+            name=f"fedram-app-seed{config['seed']}",
+            group="fedram-app",
+            params=dict(config),
+            root=str(config["track-dir"]),
+        )
     torch.manual_seed(int(config["seed"]))
     result = strategy.start(
         grid=grid,
