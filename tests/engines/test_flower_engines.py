@@ -122,3 +122,48 @@ def test_deployment_federation_is_secured_by_tls(flower_runs: BackgroundRuns) ->
     assert all(
         f"--root-certificates={fed.tls.ca}" in c and "--insecure" not in c for c in supernodes
     )
+
+
+MANY = 8
+"""Runs started together on one federation by the test below: more than the tiers' usual
+three at a time (:data:`tests.engines.background.AT_ONCE`)."""
+
+
+@pytest.mark.breadth
+def test_many_runs_started_at_once_on_one_federation_each_give_the_in_process_run(
+    tmp_path, references
+) -> None:
+    """Eight ``flwr run``s started in the same instant on one Simulation federation (one
+    SuperLink, one Ray cluster) stage the app once (under the federation's lock) and each
+    complete equal to the in-process run; nothing of theirs outlives the federation."""
+    from concurrent.futures import ThreadPoolExecutor
+    from threading import Barrier
+
+    from fedram_flwr.engines import run_with_flwr
+    from fedram_flwr.engines.flwr.federation import Federation
+    from fedram_flwr.engines.flwr.ray_cluster import local_cluster
+    from tests.engines.background import NUM_CLIENTS, RAY_CPUS
+    from tests.helpers import RUN_LIMIT_S, SEED, token_processes
+
+    paths = [write_scenario(CORE, tmp_path / f"scenario-{i}") for i in range(MANY)]
+    together = Barrier(MANY)
+    with local_cluster(num_cpus=RAY_CPUS) as cluster:
+        with Federation(
+            "simulation", NUM_CLIENTS, tmp_path / "federation", ray_address=cluster.address
+        ) as fed:
+
+            def run(i: int):
+                together.wait()
+                return run_with_flwr(
+                    paths[i], SEED, tmp_path / f"run-{i}", api="message", federation=fed,
+                    timeout=RUN_LIMIT_S, echo=False,
+                )  # fmt: skip
+
+            with ThreadPoolExecutor(MANY) as pool:
+                runs = list(pool.map(run, range(MANY)))
+            tokens = {cluster.token, fed.token}
+    for i, result in enumerate(runs):
+        assert_same_run(references[CORE], result, f"run {i} of {MANY}")
+        rows = without_timings(result.read_metrics())
+        assert rows == without_timings(references[CORE].read_metrics()), f"run {i}"
+    assert not {pid for t in tokens for pid in token_processes(t)}, "processes survived"
