@@ -106,6 +106,7 @@ def test_switched_advanced_app_in_process(
 
 
 @pytest.mark.flwr
+@pytest.mark.breadth  # a whole app under flwr run: the second tier
 @pytest.mark.parametrize("diff", ["bernoulli_availability.diff", "fed_cvar_avg.diff"])
 def test_switched_advanced_app_under_flwr_run(diff: str, tmp_path: Path) -> None:
     """``flwr run .`` on a SuperLink of its own with ``--simulation`` (3 SuperNodes)."""

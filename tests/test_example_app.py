@@ -51,6 +51,7 @@ def in_process(app: Path, result: Path, monkeypatch: pytest.MonkeyPatch) -> dict
 
 
 @pytest.mark.flwr
+@pytest.mark.breadth  # a whole app under flwr run: the second tier
 def test_example_app_runs_with_flwr_run_and_trains_the_oracles_draws(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

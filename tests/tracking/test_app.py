@@ -127,6 +127,7 @@ def test_fedbuff_steps_log_buffer_staleness_and_clock(monkeypatch, tmp_path) -> 
 
 
 @pytest.mark.flwr
+@pytest.mark.breadth  # a whole app under flwr run: the second tier (and the tracking tier)
 def test_an_app_on_flowers_simulation_engine_logs_each_round(tmp_path, monkeypatch) -> None:
     """``examples/fedram_app`` with ``track="tensorboard"`` under ``flwr run``: the ServerApp
     process logs each round of its own ``start()`` through ``with_tracking``; the event

@@ -162,6 +162,7 @@ def test_a_resumed_run_continues_its_tracked_run(tmp_path, monkeypatch) -> None:
 
 
 @pytest.mark.flwr
+@pytest.mark.breadth  # a whole app under flwr run: the second tier (and the tracking tier)
 def test_a_run_on_flowers_simulation_engine_is_tracked(tmp_path, monkeypatch) -> None:
     """The ServerApp writes the run folder in Flower's processes; the ``fedram`` process
     follows it: every row reaches TensorBoard, the run ends FINISHED in MLflow with the
