@@ -14,6 +14,8 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _EXCEPTION_LINE = re.compile(r"^(\w+\.)*\w*(Error|Exception|Interrupt)\w*: .+")
 _EXIT_CODE_LINE = re.compile(r"Exit Code: \d+")
 _ERROR_LEVEL_LINE = re.compile(r"^ERROR\s*:\s*(.+)")
+_STARTED_RUN = re.compile(r"Successfully started run (\d+)")
+_DETAILS = re.compile(r"details='([^']+)'")
 
 
 class FlwrRunError(RuntimeError):
@@ -56,6 +58,22 @@ def failure_cause(lines: Iterable[str]) -> str:
     return " / ".join(parts) or "no error in its log"
 
 
+def superlink_verdict(cli_tail: Iterable[str], superlink_log: Path) -> str | None:
+    """What the SuperLink's log says ended this run (``flwr run`` names its id), e.g.
+    ``No heartbeat received from the task`` when the ServerApp process went unheard for
+    Flower's heartbeat patience; None where it says nothing of the run."""
+    started = [m.group(1) for line in cli_tail if (m := _STARTED_RUN.search(ANSI.sub("", line)))]
+    if not started:
+        return None
+    try:
+        lines = superlink_log.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    this_run = re.compile(rf"\brun {started[-1]}\b")
+    found = [m.group(1) for line in lines if this_run.search(line) and (m := _DETAILS.search(line))]
+    return f"the SuperLink ended run {started[-1]}: {found[-1]}" if found else None
+
+
 def run_error(
     message: str,
     cli_tail: Iterable[str],
@@ -66,7 +84,11 @@ def run_error(
     """A FlwrRunError naming the root cause (from the ``flwr run`` output, else the
     SuperLink's log), followed by the tails of both logs."""
     cli_tail = list(cli_tail)
-    cause = root_cause(cli_tail) or root_cause(log_tail(superlink_log).splitlines())
+    cause = (
+        root_cause(cli_tail)
+        or superlink_verdict(cli_tail, superlink_log)
+        or root_cause(log_tail(superlink_log).splitlines())
+    )
     return kind(
         f"{message}"
         + (f": {cause}" if cause else "")
