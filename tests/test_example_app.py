@@ -50,6 +50,25 @@ def in_process(app: Path, result: Path, monkeypatch: pytest.MonkeyPatch) -> dict
     return json.loads(result.read_text())
 
 
+def flwr_run(app: Path, logs: Path, run_config: str) -> str:
+    """``flwr run .`` of ``app`` on the Simulation Engine, in a Federation of its own, with
+    ``--run-config run_config``; its log. Fails unless it exits 0 and leaves no process."""
+    nodes = CONFIG["num-clients"]
+    with Federation("simulation", nodes, logs) as fed:
+        cmd = [executable("flwr"), "run", ".", fed.connection, "--stream"]
+        cmd += ["--federation-config", f"num-supernodes={nodes}", "--run-config", run_config]
+        proc = fed.tracker.spawn(cmd, logs / "flwr-run.log", cwd=app, env=fed.env)
+        try:
+            proc.wait(timeout=RUN_LIMIT_S)  # a hang guard only
+        except subprocess.TimeoutExpired:
+            pass
+        log = (logs / "flwr-run.log").read_text()
+        assert proc.returncode == 0, log[-3000:]
+        token = fed.token
+    assert token_processes(token) == {}, "processes of the run outlived it"
+    return log
+
+
 @pytest.mark.flwr
 @pytest.mark.breadth  # a whole app under flwr run: the second tier
 def test_example_app_runs_with_flwr_run_and_trains_the_oracles_draws(
@@ -57,19 +76,7 @@ def test_example_app_runs_with_flwr_run_and_trains_the_oracles_draws(
 ) -> None:
     app, result = copy_app(tmp_path), tmp_path / "flwr-run.json"
     nodes = CONFIG["num-clients"]
-    with Federation("simulation", nodes, tmp_path / "logs") as fed:
-        cmd = [executable("flwr"), "run", ".", fed.connection, "--stream"]
-        cmd += ["--federation-config", f"num-supernodes={nodes}"]
-        cmd += ["--run-config", f'result-file="{result}"']
-        proc = fed.tracker.spawn(cmd, tmp_path / "logs" / "flwr-run.log", cwd=app, env=fed.env)
-        try:
-            proc.wait(timeout=RUN_LIMIT_S)  # a hang guard only
-        except subprocess.TimeoutExpired:
-            pass
-        log = (tmp_path / "logs" / "flwr-run.log").read_text()
-        assert proc.returncode == 0, log[-3000:]
-        token = fed.token
-    assert token_processes(token) == {}, "processes of the run outlived it"
+    log = flwr_run(app, tmp_path / "logs", f'result-file="{result}"')
     assert result.is_file(), log[-3000:]
     run = json.loads(result.read_text())
 

@@ -135,29 +135,13 @@ def test_an_app_on_flowers_simulation_engine_logs_each_round(tmp_path, monkeypat
     relayed count equals the oracle's draw."""
     pytest.importorskip("tensorboard")
     import json
-    import subprocess
 
-    from fedram_flwr.engines.flwr.federation import Federation
-    from fedram_flwr.engines.flwr.processes import executable
-    from tests.helpers import RUN_LIMIT_S, token_processes
-    from tests.test_example_app import CONFIG, copy_app
+    from tests.test_example_app import CONFIG, copy_app, flwr_run
     from tests.tracking.test_trackers import accumulator
 
     app, result, stores = copy_app(tmp_path), tmp_path / "run.json", tmp_path / "tracking"
-    nodes = CONFIG["num-clients"]
-    with Federation("simulation", nodes, tmp_path / "logs") as fed:
-        cmd = [executable("flwr"), "run", ".", fed.connection, "--stream"]
-        cmd += ["--federation-config", f"num-supernodes={nodes}"]
-        cmd += ["--run-config", f'result-file="{result}" track="tensorboard" track-dir="{stores}"']
-        proc = fed.tracker.spawn(cmd, tmp_path / "logs" / "flwr-run.log", cwd=app, env=fed.env)
-        try:
-            proc.wait(timeout=RUN_LIMIT_S)  # a hang guard only
-        except subprocess.TimeoutExpired:
-            pass
-        log = (tmp_path / "logs" / "flwr-run.log").read_text()
-        assert proc.returncode == 0, log[-3000:]
-        token = fed.token
-    assert token_processes(token) == {}, "processes of the run outlived it"
+    config = f'result-file="{result}" track="tensorboard" track-dir="{stores}"'
+    flwr_run(app, tmp_path / "logs", config)
     run = json.loads(result.read_text())
     events = accumulator(stores / "tensorboard" / "fedram-app" / f"fedram-app-seed{CONFIG['seed']}")
     for key in ("accuracy", "loss"):
