@@ -74,3 +74,38 @@ def test_every_generated_results_folder_is_linked_from_a_page() -> None:
     }
     assert folders, "the script names no docs/results folder"
     assert folders - linked == set()
+
+
+NUMBER = re.compile(r"\d+(?:\.\d+)?(?: ± \d+(?:\.\d+)?)?")
+
+
+def uncopied_numbers(page: Path) -> list[str]:
+    """Numbers in ``page``'s table rows (a mean ± std as one) that none of the pages the
+    row links to contains: a measured line copied from a results page must read as there."""
+    missing = []
+    for row in re.findall(r"^\|.*\|$", page.read_text(), flags=re.MULTILINE):
+        sources = [t.partition("#")[0] for t in relative_links(row)]
+        texts = [(page.parent / s).read_text() for s in sources if s.endswith(".md")]
+        if not texts:
+            continue
+        cells = LINK.sub("", INLINE_CODE.sub("x", row))
+        for number in NUMBER.findall(re.sub(r"\*\*", "", cells)):
+            exact = re.compile(rf"(?<![\d.]){re.escape(number)}(?![\d])")
+            if ("." in number or "±" in number) and not any(map(exact.search, texts)):
+                missing.append(number)
+    return missing
+
+
+def test_the_copy_check_finds_a_number_the_linked_page_lacks(tmp_path: Path) -> None:
+    (tmp_path / "results.md").write_text("| a | 45.17 ± 4.33 | 0.000247 |\n")
+    page = tmp_path / "guide.md"
+    page.write_text(
+        "| a | **45.17 ± 4.33 %** and 0.000247 ([r](results.md#x)) |\n"
+        "| b | 45.17 ± 4.3 and 0.00025 and 5.17 ± 4.33 ([r](results.md)) |\n"
+        "| c | 1.5 with no link |\n"
+    )
+    assert uncopied_numbers(page) == ["45.17 ± 4.3", "0.00025", "5.17 ± 4.33"]
+
+
+def test_the_decision_guide_copies_its_numbers_from_the_pages_it_links() -> None:
+    assert uncopied_numbers(ROOT / "docs" / "choosing.md") == []
