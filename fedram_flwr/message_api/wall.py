@@ -13,7 +13,8 @@ under a round policy, the Flower-free :mod:`fedram_flwr.clock.wall`:
 - **How long the round waits.** The wrapper runs the strategy's own ``start`` (Flower's
   loop, or an app's override) on a view of the grid (:class:`WallClockGrid`) whose
   ``send_and_receive`` of a train round pushes the messages with
-  ``grid.push_messages`` and pulls replies with ``grid.pull_messages`` every
+  ``grid.push_messages`` and pulls replies with ``grid.pull_messages``
+  (:class:`~fedram_flwr.message_api.flight.MessageFlight`, FedBuff's too) every
   ``pull_interval`` seconds until the policy says stop
   (:func:`~fedram_flwr.clock.wall.round_over`): ``deadline``: ``deadline_s`` seconds
   after the push; ``over-selection``: ``select`` updates arrived; ``wait-all`` and every
@@ -67,6 +68,7 @@ from fedram_flwr.clock.wall import (
     start_wall_round,
 )
 from fedram_flwr.message_api.availability import AvailabilityStrategy
+from fedram_flwr.message_api.flight import MessageFlight
 from fedram_flwr.message_api.timed import ClockedRound, array_record, rebaser
 from fedram_flwr.scenario.time_config import RoundPolicyConfig
 
@@ -180,7 +182,7 @@ class WallClockAvailability(AvailabilityStrategy):
         self.now, self.sleep = now, sleep
         self.wall: WallState[Message] = WallState()
         self.sent: dict[int, ArrayRecord] = {}  # partition -> its arrays, this round
-        self.pushed: dict[str, float] = {}  # a waited-for message's id -> its push time
+        self.flight: MessageFlight[tuple[int, int]] | None = None  # (partition, round)
         self.seen: dict[int, Seen] = {}
         self.clocked: dict[int, ClockedRound] = {}
         self.configured: int | None = None  # the train round configured, not sent yet
@@ -242,54 +244,50 @@ class WallClockAvailability(AvailabilityStrategy):
         """
         server_round, self.configured = self.configured, None
         where = self.partition_of
+        if self.flight is None or self.flight.grid is not grid:  # a run's first round
+            ttl = self.late_timeout or timeout or math.inf
+            self.flight = MessageFlight(grid, ttl=ttl, now=self.now)
         start = self.now()
         self.began = start if self.began is None else self.began
-        ids = list(grid.push_messages(messages)) if messages else []
-        seen = Seen()
-        mine: dict[str, int] = {}  # this round's message id -> partition, not answered
-        failed: list[int] = []
-        for i, message in enumerate(messages):
-            pid, ref = where[message.metadata.dst_node_id], ids[i] if i < len(ids) else None
-            seen.refs[pid] = ref or None
-            if ref:
-                mine[ref] = pid
-            else:
-                failed.append(pid)  # the grid did not take it
-        waited = {str(w.ref): w.client for w in self.wall.waiting}
-        wait_late = self.late_timeout or timeout or math.inf
+        keys = [(where[m.metadata.dst_node_id], server_round) for m in messages]
+        pushed = dict(self.flight.push(messages, keys))
+        seen = Seen(refs={pid: pushed.get((pid, r)) for pid, r in keys})
+        failed = [pid for pid, r in keys if (pid, r) not in pushed]  # the grid refused it
+        mine = {pid for pid, r in keys if (pid, r) in pushed}  # not answered yet
+        waited = {w.client for w in self.wall.waiting}
         replies: list[tuple[int, Message]] = []
         late: list[tuple[int, Message]] = []
         expired: list[int] = []
         while True:
-            want = [*mine, *waited]
-            pulled = list(grid.pull_messages(want)) if want else []
-            pid_of = {**mine, **waited}
-            ours = [m for m in pulled if m.metadata.reply_to_message_id in pid_of]
-            for m in sorted(ours, key=lambda m: pid_of[m.metadata.reply_to_message_id]):
-                ref = m.metadata.reply_to_message_id
-                if ref in mine:
-                    pid = mine.pop(ref)
+            got, ran_out = self.flight.pull()
+            for (pid, r), m in sorted(got, key=lambda pair: pair[0][0]):
+                if r == server_round and pid in mine:
+                    mine.discard(pid)
                     if m.has_error():
                         seen.errors.append(m)
                         failed.append(pid)
                     else:
                         replies.append((pid, m))
-                elif m.has_error():  # a late node that left: its update is lost
-                    expired.append(waited.pop(ref))
-                else:
-                    late.append((waited.pop(ref), m))
+                elif pid in waited and m.has_error():  # a late node that left: lost
+                    waited.discard(pid)
+                    expired.append(pid)
+                elif pid in waited:
+                    waited.discard(pid)
+                    late.append((pid, m))
+            for pid, r in ran_out:
+                if r == server_round and pid in mine:  # waited for past the ttl already
+                    mine.discard(pid)
+                    failed.append(pid)
+                elif pid in waited:
+                    waited.discard(pid)
+                    expired.append(pid)
             t = self.now()
-            for ref, pid in list(waited.items()):
-                if t - self.pushed.get(ref, t) > wait_late:
-                    expired.append(waited.pop(ref))
             answered = len(messages) - len(mine)
             if round_over(self.policy, started=len(messages), answered=answered,
                           arrived=len(replies), elapsed=t - start, timeout=timeout):  # fmt: skip
                 break
             self.sleep(next_wait(self.policy, elapsed=t - start, timeout=timeout,
                                  interval=self.pull_interval))  # fmt: skip
-        for ref in mine:
-            self.pushed[ref] = start
         seen.arrivals = Arrivals(replies, failed, late, expired)
         seen.round_seconds, seen.wall_seconds = t - start, t - self.began
         self.seen[server_round] = seen
@@ -316,8 +314,9 @@ class WallClockAvailability(AvailabilityStrategy):
             rebase=rebaser(self.strategy),
         )
         self.wall, self.sent = out.state, {}
-        live = {str(w.ref) for w in out.state.waiting}
-        self.pushed = {ref: t for ref, t in self.pushed.items() if ref in live}
+        if self.flight is not None:  # a reply not waited for is never pulled
+            live = {w.ref for w in out.state.waiting}
+            self.flight.forget([i for i in self.flight.sent if i not in live])
         row = {**out.row, "wall-seconds": seen.wall_seconds,
                "wall-round-seconds": seen.round_seconds}  # fmt: skip
         self.clocked[server_round] = ClockedRound(out.kept + seen.errors, row)

@@ -185,19 +185,21 @@ def test_a_round_with_nobody_available_ends_at_once() -> None:
 
 
 def test_a_node_that_never_answers_or_is_gone_is_dropped_and_the_run_goes_on() -> None:
-    """Partition 1 never answers (late: keep, waited for 1.5 s after its push), partition 2
-    is gone in round 1 (an error reply): round 1 uses partition 0, drops 2 and waits for
-    1; partition 1's wait runs out in round 2 (dropped there) and it starts again in
-    round 3; no round waits past its deadline."""
-    grid = ScriptedGrid(3, {(1, 1): None, (1, 2): "error"})
+    """Partition 1 never answers (late: keep, waited for at most 3 s after its push at
+    t = 0), partition 2 is gone in round 1 (an error reply): round 1 uses partition 0,
+    drops 2 and waits for 1. Round 2 (t = 2 to its deadline at 4: partition 0 answers
+    last) leaves 1 out, busy, and its wait runs out at t = 4 > 3: dropped there; round 3
+    starts it again. No round waits past its deadline."""
+    grid = ScriptedGrid(3, {(1, 1): None, (1, 2): "error", (2, 0): 2})
     strategy = Keeping("rebase", grid.pid_of)
     clock = Clock()
     _, _, rows = run(grid, strategy, everyone(3), 3, clock, deadline_s=2.0, late="keep",
-                     late_timeout=1.5)  # fmt: skip
+                     late_timeout=3.0)  # fmt: skip
     assert (rows[1]["used"], rows[1]["late"], rows[1]["dropped"]) == (1, 1, 1)
-    assert rows[2]["started"] == 2 and rows[2]["dropped"] == 1  # 1's wait ran out
+    assert rows[1]["not-used"] == [1, 2]
+    assert (rows[2]["started"], rows[2]["used"], rows[2]["dropped"]) == (2, 2, 1)
     assert [grid.pid_of[n] for n in grid.nodes_of(MessageType.TRAIN, 3)] == [0, 1, 2]
-    assert rows[3]["used"] == 3 and clock.t == 2.0
+    assert rows[3]["used"] == 3 and clock.t == 4.0
 
 
 def test_it_composes_with_an_apps_own_start() -> None:
