@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from logging import INFO
 from typing import Any
 
-from flwr.app import ArrayRecord, ConfigRecord, Message
+from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType
 from flwr.common.logger import log
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
@@ -98,8 +98,10 @@ class WallClockGrid(Grid):
 
     def send_and_receive(self, messages: Iterable[Message], **kwargs: Any) -> Iterable[Message]:
         """Send a configured train round under the policy, anything else through the grid."""
-        if self.owner.configured is not None:
-            return self.owner.train_round(self.grid, list(messages), kwargs.get("timeout"))
+        messages = list(messages)
+        train = all(m.metadata.message_type == MessageType.TRAIN for m in messages)
+        if self.owner.configured is not None and train:
+            return self.owner.train_round(self.grid, messages, kwargs.get("timeout"))
         return self.grid.send_and_receive(messages, **kwargs)
 
     def get_node_ids(self) -> Iterable[int]:
