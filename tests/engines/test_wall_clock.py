@@ -3,7 +3,7 @@
 - In-process through the Message API (the in-process grid answers every message at its
   push, so every reply arrives by any deadline): the run is the run without a ``time:``
   section, bit for bit, with the wall clock's counts in every row.
-- The legacy API refuses it, naming the field.
+- The legacy API refuses it, naming the field (``fedram run`` before any run starts).
 - Flower's Simulation Engine (markers ``flwr`` and ``breadth``): the same run again.
 - Flower's Deployment Engine (``flwr``, ``breadth``, a federation of its own): SuperNode 2
   is SIGKILLed after round 1 of 3; round 2 started it and records it not used (dropped,
@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 import yaml
 
+from fedram_flwr.cli.commands import main
 from fedram_flwr.engines import run_in_process, run_message_in_process
 from fedram_flwr.registry import scenario_from_dict
 from fedram_flwr.rundir.outputs import RunDirectory
@@ -77,6 +78,18 @@ def test_in_process_a_deadline_nobody_misses_gives_the_untimed_run(tmp_path: Pat
 def test_the_legacy_api_refuses_the_wall_clock(tmp_path: Path) -> None:
     with pytest.raises(ScenarioError, match="time.clock: wall runs through the Message API"):
         run_in_process(scenario_from_dict(wall_dict(tmp_path)), SEED, tmp_path / "legacy")
+
+
+@pytest.mark.parametrize("engine", ["in-process", "deployment"])
+def test_fedram_run_refuses_the_wall_clock_on_the_legacy_api_before_starting(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], engine: str
+) -> None:
+    path = write_wall(tmp_path)
+    argv = ["--engine", engine, "--api", "legacy"]
+    code = main(["run", str(path), "--out", str(tmp_path / "runs"), *argv])
+    err = capsys.readouterr().err
+    assert code == 2 and "time.clock: wall" in err and "add --api message" in err
+    assert not (tmp_path / "runs").exists()
 
 
 SIMULATION = RunSpec("simulation-message-wall", write_wall, engine="simulation")
