@@ -199,8 +199,14 @@ class WallClockAvailability(AvailabilityStrategy):
         log(INFO, "\t└──> Wall clock: %s, late updates %s", what[p.kind], p.late)
 
     def run_grid(self, grid: Grid) -> WallClockGrid:
-        """Return the grid a run's loop sends on (a recorder calls it, as ``start`` does)."""
-        return grid if isinstance(grid, WallClockGrid) else WallClockGrid(grid, self)
+        """Return the grid a run's loop sends on (a recorder calls it, as ``start`` does).
+
+        A new run starts afresh: no update in flight, the clock at its first push.
+        """
+        if isinstance(grid, WallClockGrid):
+            return grid
+        self.wall, self.flight, self.began, self.seen = WallState(), None, None, {}
+        return WallClockGrid(grid, self)
 
     def start(self, grid: Grid, initial_arrays: ArrayRecord, *args: Any, **kwargs: Any) -> Any:
         """Run the wrapped strategy's own ``start`` on :meth:`run_grid`.
