@@ -25,15 +25,15 @@ under a round policy, the Flower-free :mod:`fedram_flwr.clock.wall`:
   of earlier rounds that came meanwhile, handed to the core by the simulated clock's
   rule (``late_updates``: ``"rebase"``: re-based on the current model; ``"as-sent"``:
   as they came, FedAWE; ``None``: dropped). With ``late: drop`` a node not used is
-  dropped: its message is left to its time to live and a reply it still sends is never
-  pulled (Flower cannot cancel a message a node has pulled). With ``late: keep`` the
-  wrapper keeps pulling its reply in the following rounds, at most ``late_timeout``
-  seconds after the push (default: ``start``'s ``timeout``); until then the node is not
-  started again.
-- **Bounded waits.** A round nobody starts in pulls once and ends; a node that never
-  answers is late or dropped at the round's end and never waited for past
-  ``late_timeout``; a node that left (an error reply: Flower's ``NODE_UNAVAILABLE``)
-  is dropped and the run goes on.
+  dropped: its message is left to its time to live, a reply it still sends never pulled
+  (Flower cannot cancel a pulled message). With ``late: keep`` its reply is pulled in the
+  following rounds, at most ``late_timeout`` s after the push (default: ``start``'s
+  ``timeout``); until then the node is not started again.
+- **Bounded waits.** A round nobody starts in ends at once, unless late updates are in
+  flight: then it waits for them under the same policy (a run whose nodes all missed a
+  deadline does not race through empty rounds); a node that never answers is late or
+  dropped at the round's end and never waited for past ``late_timeout``; a node that
+  left (an error reply: Flower's ``NODE_UNAVAILABLE``) is dropped and the run goes on.
 
 Each round's counts (``available``, ``started``, ``used``, ``late``, ``dropped``,
 ``late-delivered``, ``staleness``, ``not-used``: the simulated clock's keys) and its
@@ -263,6 +263,7 @@ class WallClockAvailability(AvailabilityStrategy):
         failed = [pid for pid, r in keys if (pid, r) not in pushed]  # the grid refused it
         mine = {pid for pid, r in keys if (pid, r) in pushed}  # not answered yet
         waited = {w.client for w in self.wall.waiting}
+        busy = len(waited)
         replies: list[tuple[int, Message]] = []
         late: list[tuple[int, Message]] = []
         expired: list[int] = []
@@ -290,9 +291,11 @@ class WallClockAvailability(AvailabilityStrategy):
                     waited.discard(pid)
                     expired.append(pid)
             t = self.now()
-            answered = len(messages) - len(mine)
-            if round_over(self.policy, started=len(messages), answered=answered,
-                          arrived=len(replies), elapsed=t - start, timeout=timeout):  # fmt: skip
+            n, out, came = len(messages), len(mine), len(replies)
+            if not messages and busy:  # every available node busy: wait for their updates
+                n, out, came = busy, len(waited), len(late)
+            if round_over(self.policy, started=n, answered=n - out, arrived=came,
+                          elapsed=t - start, timeout=timeout):  # fmt: skip
                 break
             self.sleep(next_wait(self.policy, elapsed=t - start, timeout=timeout,
                                  interval=self.pull_interval))  # fmt: skip

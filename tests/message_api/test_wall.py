@@ -184,6 +184,19 @@ def test_a_round_with_nobody_available_ends_at_once() -> None:
     assert clock.t == 0.0  # every reply came at the first pull: no round waited
 
 
+def test_a_round_whose_nodes_are_all_busy_waits_for_their_late_updates() -> None:
+    """Both nodes miss round 1's deadline (2 s); round 2 starts nobody and waits, under
+    the same deadline, for their updates: 0's at t = 2, 1's at t = 4 (the round's
+    deadline): both delivered there, as sent, staleness 1."""
+    grid = ScriptedGrid(2, {(1, 0): 3, (1, 1): 5})
+    strategy = Keeping("as-sent", grid.pid_of)
+    clock = Clock()
+    _, _, rows = run(grid, strategy, everyone(2), 2, clock, deadline_s=2.0, late="keep")
+    assert rows[1]["late"] == 2 and rows[2]["started"] == 0
+    assert strategy.got[2] == [(0, 1.0), (1, 1.0)] and rows[2]["staleness"] == [1, 1]
+    assert clock.t == 4.0
+
+
 def test_a_node_that_never_answers_or_is_gone_is_dropped_and_the_run_goes_on() -> None:
     """Partition 1 never answers (late: keep, waited for at most 3 s after its push at
     t = 0), partition 2 is gone in round 1 (an error reply): round 1 uses partition 0,
