@@ -134,7 +134,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         overrides["seeds"] = args.seeds  # checked as the scenario's seeds are
     if overrides:
         scenario = with_overrides(scenario, overrides)
-    refuse_asynchronous(scenario, args)
+    refuse_wall_clock_on_legacy(scenario, args)
     args.track = requested(args.track)
     if args.ray is not None:  # the tasks run in other processes, maybe other machines
         args.out = args.out.absolute()
@@ -190,12 +190,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def refuse_asynchronous(scenario: Scenario, args: argparse.Namespace) -> None:
-    """An asynchronous algorithm (FedBuff) runs through either Flower API on any engine;
-    refuse the wall clock in its legacy face (a server loop calling its clients one after
-    another), naming why."""
+def refuse_wall_clock_on_legacy(scenario: Scenario, args: argparse.Namespace) -> None:
+    """Refuse the wall clock through the legacy API (a server loop calling its clients one
+    after another), naming why, before any run starts: FedBuff's
+    ``algorithm.params.clock: wall`` and the rounds of ``time.clock: wall``."""
     for _, variant in scenario.variants():
-        if not is_asynchronous(variant) or args.api != "legacy":
+        if args.api != "legacy":
+            continue
+        if variant.time is not None and variant.time.clock == "wall":
+            raise ScenarioError(
+                "time.clock: wall waits for real replies, which needs Flower's Message API: "
+                "add --api message (the legacy API's rounds are on the simulated clock)"
+            )
+        if not is_asynchronous(variant):
             continue
         if getattr(algorithm_params(variant), "clock", None) == "wall":
             raise ScenarioError(

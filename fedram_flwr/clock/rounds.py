@@ -247,15 +247,14 @@ def finish_round(
     kept = [reply for c, reply in replies if c in used]
     came, still = arrived(tuple(p.update for p in state.pending), clock.now + duration)
     came_ids, still_ids = {u.client for u in came}, {u.client for u in still}
-    staleness, refused = [], 0
-    for p in state.pending:
-        if p.update.client not in came_ids:
-            continue
-        if late_rule is None:
-            refused += 1
-            continue
-        kept.append(rebase(p.reply, p.sent) if late_rule == "rebase" else p.reply)
-        staleness.append(server_round - p.update.started_round)
+    delivered = deliver_late(
+        [p for p in state.pending if p.update.client in came_ids],
+        server_round,
+        late_rule=late_rule,
+        rebase=rebase,
+    )
+    kept += delivered.kept
+    staleness, refused = delivered.staleness, delivered.refused
     by_id = dict(replies)
     new = tuple(
         InFlight(LateUpdate(c, clock.now + s, server_round), by_id[c], sent[c])
@@ -277,6 +276,63 @@ def finish_round(
         "not-used": sorted(out.late.tolist() + out.dropped.tolist()),
     }
     return TimedRound(after, kept, row)
+
+
+@dataclass(frozen=True)
+class Delivered(Generic[T]):
+    """What :func:`deliver_late` makes of the late updates that arrived in a round.
+
+    Parameters
+    ----------
+    kept : list
+        The replies the round aggregates, in the order given (re-based where the rule
+        says so).
+    staleness : list of int
+        Each kept one's rounds in flight.
+    refused : int
+        How many the core cannot take (``late_updates`` ``None``): dropped on arrival.
+    """
+
+    kept: list[T]
+    staleness: list[int]
+    refused: int
+
+
+def deliver_late(
+    came: Sequence[InFlight[T]],
+    server_round: int,
+    *,
+    late_rule: str | None,
+    rebase: Callable[[T, Any], T],
+) -> Delivered[T]:
+    """Hand the late updates that arrived in round ``server_round`` to the core's rule.
+
+    One rule for every clock (:func:`finish_round`, and the wall clock's
+    :func:`~fedram_flwr.clock.wall.close_round`): ``"rebase"``: each reply moved onto
+    the current model by ``rebase(reply, sent)``; ``"as-sent"``: as it came; ``None``:
+    dropped (counted in ``refused``).
+
+    Parameters
+    ----------
+    came : sequence of InFlight
+        The late updates that arrived, in the order they are handed on.
+    server_round : int
+        The round they arrive in (their staleness: this less their starting round).
+    late_rule : str or None
+        The core's ``late_updates`` (:data:`LATE_RULES`).
+    rebase : callable
+        ``rebase(reply, sent)`` (asked for ``"rebase"`` only).
+
+    Returns
+    -------
+    Delivered
+    """
+    if late_rule not in LATE_RULES:
+        raise ValueError(f"late_updates: {late_rule!r} is not one of {LATE_RULES}")
+    if late_rule is None:
+        return Delivered([], [], len(came))
+    kept = [rebase(p.reply, p.sent) if late_rule == "rebase" else p.reply for p in came]
+    return Delivered(kept, [server_round - p.update.started_round for p in came], 0)
 
 
 def late_rule(strategy: Any) -> str | None:

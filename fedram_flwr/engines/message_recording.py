@@ -11,7 +11,10 @@ What it records, and from where (Flower's ``Strategy.start`` loop, unchanged):
 - ``relayed`` / ``failures``: the partitions of the train replies without error, and the
   number of error replies handed to ``aggregate_train`` (on a simulated clock, those the
   round policy kept, and the round's clock:
-  :class:`~fedram_flwr.message_api.timed.TimedAvailability`); the aggregated train metrics as
+  :class:`~fedram_flwr.message_api.timed.TimedAvailability`; on the wall clock the same,
+  :class:`~fedram_flwr.message_api.wall.WallClockAvailability`, whose rounds wait on the
+  grid :meth:`~fedram_flwr.message_api.wall.WallClockAvailability.run_grid` gives
+  ``start``); the aggregated train metrics as
   ``fit-*``; the strategy's ``diagnostics()`` (``q``, availability estimates) if it has
   that method (the project's strategies do; Flower's own do not);
 - the round's row, the server-side evaluation and, after the last round, the run's files:
@@ -38,6 +41,7 @@ from flwr.serverapp.strategy import Strategy as MessageStrategy
 
 from fedram_flwr.message_api.availability import AvailabilityStrategy
 from fedram_flwr.message_api.timed import TimedAvailability
+from fedram_flwr.message_api.wall import WallClockAvailability
 from fedram_flwr.rundir import RunDirectory
 from fedram_flwr.rundir.outputs import RoundRecorder
 
@@ -124,7 +128,7 @@ class MessageRecordingStrategy(RoundRecorder, MessageStrategy):
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         replies = list(replies)
         arrays, metrics = self.strategy.aggregate_train(server_round, replies)
-        if isinstance(self.strategy, TimedAvailability):  # what the round policy kept
+        if isinstance(self.strategy, (TimedAvailability, WallClockAvailability)):  # the policy's
             clocked = self.strategy.clocked.pop(server_round)
             self.record_time(clocked.row)
             replies = clocked.replies
@@ -187,6 +191,8 @@ class MessageRecordingStrategy(RoundRecorder, MessageStrategy):
             )
         if callable(reset := getattr(self.strategy, "reset", None)):
             reset(initial_arrays)  # a project strategy's state, as its own start sets it
+        if isinstance(self.strategy, WallClockAvailability):  # its rounds wait on the wall
+            grid = self.strategy.run_grid(grid)
         return super().start(
             grid,
             initial_arrays,

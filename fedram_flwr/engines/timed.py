@@ -54,9 +54,11 @@ from fedram_flwr.engines.resume import ResumableServer
 from fedram_flwr.message_api import with_availability
 from fedram_flwr.message_api.availability import AvailabilityStrategy
 from fedram_flwr.message_api.timed import TimedAvailability
+from fedram_flwr.message_api.wall import WallClockAvailability
 from fedram_flwr.protocol import npy_array, npy_bytes
 from fedram_flwr.rundir.checkpoint import CheckpointError
 from fedram_flwr.scenario.config import TimeConfig
+from fedram_flwr.scenario.schema import ScenarioError
 
 FEDSCALE_IDLE_SECONDS = 60.0
 """How long a round nobody starts in lasts under a FedScale behaviour trace."""
@@ -98,6 +100,12 @@ def clock_available(config: TimeConfig, manager: OracleClientManager, seed: int)
 def time_model(exp: Experiment, manager: OracleClientManager) -> TimeModel:
     """The scenario's ``time:`` section built for ``exp``'s seed."""
     config = exp.scenario.time
+    if config.clock == "wall":
+        raise ScenarioError(
+            "time.clock: wall runs through the Message API (fedram run --api message, or "
+            "the ServerApp's api = message); the legacy API's rounds are on the simulated "
+            "clock only"
+        )
     return TimeModel(
         speeds=scenario_speeds(config.speeds, exp.scenario.data.num_clients, exp.seed),
         available=clock_available(config, manager, exp.seed),
@@ -202,6 +210,8 @@ def message_availability(
     :func:`~fedram_flwr.message_api.with_availability`."""
     if exp.scenario.time is None:
         return with_availability(strategy, oracle)
+    if exp.scenario.time.clock == "wall":
+        return WallClockAvailability(strategy, oracle, exp.scenario.time.policy, seed=exp.seed)
     return TimedAvailability(strategy, oracle, time_model(exp, oracle), exp.seed)
 
 

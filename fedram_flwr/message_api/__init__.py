@@ -1,6 +1,7 @@
 """Flower's Message API (``flwr.serverapp``): every algorithm as a strategy.
 
-Also availability for any strategy (:func:`with_availability`), the client side of the
+Also availability for any strategy (:func:`with_availability`), its rounds on the wall
+clock (:func:`with_wall_clock`: a deadline, over-selection, late updates), the client side of the
 partition-id contract (:func:`partition_id_query`) and the reply order of a round
 (:func:`ordered_replies`). Each strategy here runs the same core, declared once, as its
 legacy adapter in :mod:`fedram_flwr.strategies`; asynchronous FedBuff (:class:`FedBuff`:
@@ -37,6 +38,7 @@ from fedram_flwr.message_api.fedbuff import FedBuff
 from fedram_flwr.message_api.partitions import partition_id_query
 from fedram_flwr.message_api.round_guard import ordered_replies
 from fedram_flwr.message_api.strategy import CoreMessageStrategy
+from fedram_flwr.message_api.wall import WallClockAvailability, with_wall_clock
 
 __all__ = [
     "AFL",
@@ -66,7 +68,9 @@ __all__ = [
     "RFedFair",
     "Scaffold",
     "Unbiased",
+    "WallClockAvailability",
     "ordered_replies",
     "partition_id_query",
     "with_availability",
+    "with_wall_clock",
 ]

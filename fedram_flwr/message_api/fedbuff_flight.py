@@ -5,7 +5,9 @@
 (:class:`~fedram_flwr.strategies.fedbuff_jobs.Job`) becomes one train ``Message`` to its
 partition's node, pushed with ``grid.push_messages`` (which returns at once); replies are
 collected with ``grid.pull_messages`` (which returns those arrived so far, without
-waiting), never with ``send_and_receive``'s blocking round. A reply becomes the job's
+waiting), never with ``send_and_receive``'s blocking round (the bookkeeping is
+:class:`~fedram_flwr.message_api.flight.MessageFlight`, which the wall clock's
+synchronous rounds share). A reply becomes the job's
 returned model, or ``None`` (a failure, which frees the slot) when it carries an error
 (the ClientApp raised, the node left: Flower's ``NODE_UNAVAILABLE``, its time to live ran
 out: ``MESSAGE_UNAVAILABLE``), has NaN or inf, or when none came within ``ttl`` seconds of
@@ -30,6 +32,7 @@ from flwr.app import Message, MessageType, RecordDict
 from flwr.common.logger import log
 from flwr.serverapp import Grid
 
+from fedram_flwr.message_api.flight import MessageFlight
 from fedram_flwr.message_api.round_guard import error_text, warn
 from fedram_flwr.protocol import PARTITION_ID, Arrays
 from fedram_flwr.strategies.fedbuff_jobs import Job
@@ -48,8 +51,6 @@ class Sent:
         Where it went.
     version : int
         The model version it carries.
-    pushed : float
-        ``time.monotonic()`` at the push.
     shapes : tuple of tuple of int
         The shapes of the model it carries (a reply's must match).
     """
@@ -57,7 +58,6 @@ class Sent:
     partition_id: int
     node_id: int
     version: int
-    pushed: float
     shapes: tuple[tuple[int, ...], ...]
 
 
@@ -87,11 +87,9 @@ class InFlight:
         poll_interval: float,
         strategy: str = "FedBuff",
     ) -> None:
-        if not ttl > 0:
-            raise ValueError(f"ttl: {ttl!r} must be a number of seconds > 0")
+        self.flight: MessageFlight[Sent] = MessageFlight(grid, ttl=ttl)
         self.grid, self.content, self.ttl = grid, content, float(ttl)
         self.poll_interval, self.strategy = poll_interval, strategy
-        self.sent: dict[str, Sent] = {}  # message id -> what it carries
         self.kept: dict[int, Arrays | None] = {}  # arrived, not taken yet (reply_of)
         self.unsent: list[Arrival] = []  # pushes the grid refused: failures to report
         self.pulled = 0  # replies pulled in all
@@ -108,36 +106,30 @@ class InFlight:
             )
             for job in jobs
         ]
-        ids = list(self.grid.push_messages(messages))
-        pushed = time.monotonic()
-        for i, job in enumerate(jobs):
-            message_id = ids[i] if i < len(ids) else None
-            if not message_id:
-                warn(f"{self.strategy}: the grid did not push partition {job.partition_id}'s "
+        keys = [
+            Sent(job.partition_id, node_of[job.partition_id], job.version,
+                 tuple(tuple(np.shape(a)) for a in job.arrays))
+            for job in jobs
+        ]  # fmt: skip
+        pushed = {id(key) for key, _ in self.flight.push(messages, keys)}
+        for key in keys:
+            if id(key) not in pushed:
+                warn(f"{self.strategy}: the grid did not push partition {key.partition_id}'s "
                      "message; its update counts as failed")  # fmt: skip
-                self.unsent.append((job.partition_id, None))
-                continue
-            shapes = tuple(tuple(np.shape(a)) for a in job.arrays)
-            node = node_of[job.partition_id]
-            self.sent[message_id] = Sent(job.partition_id, node, job.version, pushed, shapes)
+                self.unsent.append((key.partition_id, None))
 
     def pull(self) -> list[Arrival]:
         """Return what arrived since the last pull, and the messages whose ttl ran out."""
         arrived, self.unsent = self.unsent, []
-        if self.sent:
-            for reply in self.grid.pull_messages(list(self.sent)):
-                sent = self.sent.pop(reply.metadata.reply_to_message_id, None)
-                if sent is not None:  # not ours, or pulled before: ignored
-                    self.pulled += 1
-                    arrived.append((sent.partition_id, self.returned(reply, sent)))
-        now = time.monotonic()
-        for message_id, sent in list(self.sent.items()):
-            if now - sent.pushed > self.ttl:
-                del self.sent[message_id]
-                warn(f"{self.strategy}: no reply from partition {sent.partition_id} (node "
-                     f"{sent.node_id}) within its ttl of {self.ttl:g} s; its update counts "
-                     "as failed")  # fmt: skip
-                arrived.append((sent.partition_id, None))
+        replies, expired = self.flight.pull()
+        for sent, reply in replies:
+            self.pulled += 1
+            arrived.append((sent.partition_id, self.returned(reply, sent)))
+        for sent in expired:
+            warn(f"{self.strategy}: no reply from partition {sent.partition_id} (node "
+                 f"{sent.node_id}) within its ttl of {self.ttl:g} s; its update counts "
+                 "as failed")  # fmt: skip
+            arrived.append((sent.partition_id, None))
         return arrived
 
     def reply_of(self, partition_id: int) -> Arrays | None:
@@ -157,16 +149,16 @@ class InFlight:
         deadline = time.monotonic() + max(timeout, 0.0)
         dropped = len(self.kept) + len(self.unsent)
         self.kept, self.unsent = {}, []
-        while self.sent and time.monotonic() < deadline:
+        while self.flight.sent and time.monotonic() < deadline:
             arrived = self.pull()
             dropped += len(arrived)
             if not arrived:
                 time.sleep(self.poll_interval)
-        dropped += len(self.sent)
-        if self.sent:
+        dropped += len(self.flight.sent)
+        if self.flight.sent:
             log(INFO, "%s: %d message(s) still in flight at the end: not waited for",
-                self.strategy, len(self.sent))  # fmt: skip
-        self.sent = {}
+                self.strategy, len(self.flight.sent))  # fmt: skip
+        self.flight.forget(list(self.flight.sent))
         return dropped
 
     def returned(self, reply: Message, sent: Sent) -> Arrays | None:

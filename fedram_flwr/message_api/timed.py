@@ -26,7 +26,7 @@ The ``connected`` oracle (whoever is connected is available) has no clock and is
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,6 +102,24 @@ def with_arrays(message: Message, arrays: list[np.ndarray]) -> Message:
     return out
 
 
+def rebaser(strategy: Strategy) -> Callable[[Message, ArrayRecord], Message]:
+    """Return ``rebase(reply, sent)``: a late reply moved onto ``strategy``'s model now.
+
+    The model now is the core's full broadcast (``broadcast_arrays()``) where the
+    strategy has one, else what the client was sent
+    (:func:`~fedram_flwr.clock.rounds.rebase_arrays`; the reply is a copy,
+    :func:`with_arrays`).
+    """
+    broadcast = getattr(strategy, "broadcast_arrays", None)
+
+    def rebase(reply: Message, sent: ArrayRecord) -> Message:
+        current = broadcast() if callable(broadcast) else sent.to_numpy_ndarrays()
+        mine = array_record(reply).to_numpy_ndarrays()
+        return with_arrays(reply, rebase_arrays(mine, sent.to_numpy_ndarrays(), current))
+
+    return rebase
+
+
 class TimedAvailability(AvailabilityStrategy):
     """An availability wrapper on a simulated clock (see the module docstring).
 
@@ -173,13 +191,6 @@ class TimedAvailability(AvailabilityStrategy):
         replies = list(replies)
         errors = [m for m in replies if m.has_error()]
         ok = [(self.partition_of[m.metadata.src_node_id], m) for m in replies if not m.has_error()]
-        broadcast = getattr(self.strategy, "broadcast_arrays", None)
-
-        def rebase(reply: Message, sent: ArrayRecord) -> Message:
-            current = broadcast() if callable(broadcast) else sent.to_numpy_ndarrays()
-            mine = array_record(reply).to_numpy_ndarrays()
-            return with_arrays(reply, rebase_arrays(mine, sent.to_numpy_ndarrays(), current))
-
         out = finish_round(
             self.time,
             self.timed,
@@ -187,7 +198,7 @@ class TimedAvailability(AvailabilityStrategy):
             self.sent,
             ok,
             late_rule=late_rule(self.strategy),
-            rebase=rebase,
+            rebase=rebaser(self.strategy),
         )
         self.timed, self.sent = out.state, {}
         self.clocked[server_round] = ClockedRound(out.kept + errors, out.row)

@@ -91,6 +91,11 @@ def check_time(scenario: Scenario) -> None:
             "it arrives, so a round policy would do nothing; leave time.policy out (its "
             "algorithm.params set how many updates a step waits for)"
         )
+    if scenario.algorithm.name in ASYNC_ALGORITHMS and time.clock != "simulated":
+        raise ScenarioError(
+            f"time.clock: {scenario.algorithm.name} chooses its clock itself "
+            "(algorithm.params.clock: wall, simulated or auto); leave time.clock out"
+        )
     k = scenario.data.num_clients
     try:
         if time.speeds.law == "fedscale":

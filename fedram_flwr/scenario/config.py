@@ -309,6 +309,8 @@ class Scenario:
             del out["max_failed_rounds"]
         if out["time"] is None:
             del out["time"]
+        elif out["time"]["clock"] == "simulated":
+            del out["time"]["clock"]
         return out
 
     def variants(self) -> list[tuple[str, Scenario]]:

@@ -20,6 +20,9 @@ about 32 years, far past the end of any run's clock; larger spans (``1e308``) ov
 the laws' arithmetic into NaN probabilities."""
 SIM_SECONDS_BOUND = "1e9 s, about 32 years of simulated time, is past the end of any run"
 
+CLOCKS = ("simulated", "wall")
+"""``time.clock``: rounds on the simulated clock, or on the wall clock (real replies)."""
+
 POLICY_FIELDS: dict[str, tuple[str, ...]] = {
     "wait-all": (),
     "deadline": ("deadline_s", "late"),
@@ -117,14 +120,32 @@ class RoundPolicyConfig:
 @dataclass(frozen=True)
 class TimeConfig:
     """The time model: device speeds, availability on a simulated clock and
-    the round policy. Left out, a run counts rounds exactly as before."""
+    the round policy. Left out, a run counts rounds exactly as before. ``clock``:
+    ``simulated`` (the server computes when each client finishes from the speeds) or
+    ``wall`` (rounds wait for real replies under the policy, ``deadline_s`` in wall
+    seconds; who is available is the ``availability:`` oracle's, so ``time.availability``
+    is left out and ``time.speeds`` is optional)."""
 
     speeds: SpeedsConfig = field(default_factory=SpeedsConfig)
     availability: ClockAvailabilityConfig = field(default_factory=ClockAvailabilityConfig)
     policy: RoundPolicyConfig = field(default_factory=RoundPolicyConfig)
+    clock: Literal["simulated", "wall"] = "simulated"
 
     def __post_init__(self) -> None:
         sp, av = self.speeds, self.availability
+        if self.clock not in CLOCKS:
+            raise ScenarioError(
+                f"time.clock: {self.clock!r} is not allowed; allowed values: {', '.join(CLOCKS)}"
+            )
+        if self.clock == "wall":
+            if av != ClockAvailabilityConfig():
+                raise ScenarioError(
+                    "time.availability: applies to clock simulated only; on the wall clock "
+                    "the availability: section's oracle (connected: the nodes really "
+                    "connected) says who is available each round"
+                )
+            if sp == SpeedsConfig():  # no speeds: real devices
+                return
         _only_for(
             "time.speeds",
             sp,

@@ -374,6 +374,22 @@ def test_a_time_section_round_trips(scenario_dict) -> None:
     assert scenario_fingerprint(resolved.to_dict(), 0) != before
 
 
+def test_the_wall_clock_needs_no_speeds_and_leaves_simulated_runs_unchanged(
+    scenario_dict,
+) -> None:
+    """``time.clock: wall`` with a policy alone resolves (real devices: no speeds) and
+    round-trips; ``clock: simulated`` spelled out is the scenario without it (same
+    fingerprint: run folders written before the field existed still match)."""
+    scenario_dict["time"] = {"clock": "wall", "policy": {"kind": "deadline", "deadline_s": 5}}
+    resolved = scenario_from_dict(scenario_dict)
+    assert resolved.time.clock == "wall" and resolved.time.policy.deadline_s == 5.0
+    assert scenario_from_dict(yaml.safe_load(yaml.safe_dump(resolved.to_dict()))) == resolved
+    scenario_dict["time"] = copy.deepcopy(LOGNORMAL_TIME)
+    before = scenario_from_dict(scenario_dict).to_dict()
+    scenario_dict["time"]["clock"] = "simulated"
+    assert scenario_from_dict(scenario_dict).to_dict() == before and "clock" not in before["time"]
+
+
 @pytest.mark.parametrize(
     ("time", "expected"),
     [
@@ -418,8 +434,15 @@ def test_a_time_section_round_trips(scenario_dict) -> None:
          "more than the data.num_clients = 3 clients)"),
         ({**LOGNORMAL_TIME, "policy": {"kind": "over-selection", "select": 1, "over": 1e300}},
          "time.policy.over: 1e+300 is outside the allowed range [1, 3]"),
-        ({**LOGNORMAL_TIME, "clock": {}}, "time.clock: unknown key; allowed keys of time: "
-         "availability, policy, speeds"),
+        ({**LOGNORMAL_TIME, "wallclock": {}}, "time.wallclock: unknown key; allowed keys of "
+         "time: availability, clock, policy, speeds"),
+        ({**LOGNORMAL_TIME, "clock": "real"},
+         "time.clock: 'real' is not allowed; allowed values: simulated, wall"),
+        ({"clock": "wall", "availability": {"law": "diurnal", "base": [0.5]}},
+         "time.availability: applies to clock simulated only"),
+        ({"clock": "wall", "speeds": {"law": "lognormal",
+                                      "compute_ms_per_sample": {"median": 1.0}}},
+         "time.speeds.bandwidth_kbps: required for law lognormal"),
     ],
 )  # fmt: skip
 def test_bad_time_sections_name_the_field(scenario_dict, time: dict, expected: str) -> None:
