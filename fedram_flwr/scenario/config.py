@@ -309,6 +309,8 @@ class Scenario:
             del out["max_failed_rounds"]
         if out["time"] is None:
             del out["time"]
+        elif not out["time"]["emulate"]:
+            del out["time"]["emulate"]
         return out
 
     def variants(self) -> list[tuple[str, Scenario]]:

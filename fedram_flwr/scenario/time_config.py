@@ -122,9 +122,18 @@ class TimeConfig:
     speeds: SpeedsConfig = field(default_factory=SpeedsConfig)
     availability: ClockAvailabilityConfig = field(default_factory=ClockAvailabilityConfig)
     policy: RoundPolicyConfig = field(default_factory=RoundPolicyConfig)
+    # Each ClientApp takes the time its device would (fedram_flwr.clients.emulate): it
+    # sleeps for the modelled computation + communication seconds less what training took.
+    emulate: bool = False
 
     def __post_init__(self) -> None:
         sp, av = self.speeds, self.availability
+        if self.emulate and sp == SpeedsConfig():
+            raise ScenarioError(
+                "time.emulate: there is no time model to emulate; give the devices in "
+                "time.speeds (law lognormal with compute_ms_per_sample and bandwidth_kbps, "
+                "or law fedscale with a path)"
+            )
         _only_for(
             "time.speeds",
             sp,

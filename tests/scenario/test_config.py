@@ -374,6 +374,23 @@ def test_a_time_section_round_trips(scenario_dict) -> None:
     assert scenario_fingerprint(resolved.to_dict(), 0) != before
 
 
+def test_emulation_is_off_unless_asked_and_then_recorded(scenario_dict) -> None:
+    """``time.emulate`` left out or false: the resolved scenario and its fingerprint are
+    those of the section without it; true: recorded, round-tripped, another run."""
+    scenario_dict["time"] = copy.deepcopy(LOGNORMAL_TIME)
+    resolved = scenario_from_dict(scenario_dict)
+    assert resolved.time.emulate is False
+    assert "emulate" not in resolved.to_dict()["time"]
+    before = scenario_fingerprint(resolved.to_dict(), 0)
+    scenario_dict["time"]["emulate"] = False
+    assert scenario_fingerprint(scenario_from_dict(scenario_dict).to_dict(), 0) == before
+    scenario_dict["time"]["emulate"] = True
+    emulated = scenario_from_dict(scenario_dict)
+    assert emulated.to_dict()["time"]["emulate"] is True
+    assert scenario_from_dict(emulated.to_dict()) == emulated
+    assert scenario_fingerprint(emulated.to_dict(), 0) != before
+
+
 @pytest.mark.parametrize(
     ("time", "expected"),
     [
@@ -419,7 +436,10 @@ def test_a_time_section_round_trips(scenario_dict) -> None:
         ({**LOGNORMAL_TIME, "policy": {"kind": "over-selection", "select": 1, "over": 1e300}},
          "time.policy.over: 1e+300 is outside the allowed range [1, 3]"),
         ({**LOGNORMAL_TIME, "clock": {}}, "time.clock: unknown key; allowed keys of time: "
-         "availability, policy, speeds"),
+         "availability, emulate, policy, speeds"),
+        ({"emulate": True}, "time.emulate: there is no time model to emulate; give the "
+         "devices in time.speeds"),
+        ({**LOGNORMAL_TIME, "emulate": "yes"}, "time.emulate: expected true or false, got 'yes'"),
     ],
 )  # fmt: skip
 def test_bad_time_sections_name_the_field(scenario_dict, time: dict, expected: str) -> None:
