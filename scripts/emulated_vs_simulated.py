@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from fedram_flwr.clock import SimulatedClock, start_round
-from fedram_flwr.engines import run_in_process, run_with_flwr
+from fedram_flwr.engines import DEPLOYMENT_LATENCY_ENV, run_in_process, run_with_flwr
 from fedram_flwr.engines.experiment import Experiment
 from fedram_flwr.engines.timed import time_model
 from fedram_flwr.protocol import MODELLED_SECONDS, SLEPT_SECONDS
@@ -168,6 +168,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p.add_argument("--simulated-set", action="append", default=[], metavar="FIELD=VALUE")
     p.add_argument("--emulated-set", action="append", default=[], metavar="FIELD=VALUE")
     p.add_argument("--timeout", type=float, default=None, help="seconds for (b)")
+    p.add_argument(
+        "--fast-polls",
+        action="store_true",
+        help="the SuperExecs look for new ClientApp tasks every 0.2 s instead of 1 s",
+    )
     args = p.parse_args(argv)
     sim_overrides = joined(args.both, ["time.emulate=false"], args.simulated_set)
     real_overrides = joined(args.both, ["time.emulate=true"], args.emulated_set)
@@ -187,6 +192,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         engine="deployment",
         api="message",
         timeout=args.timeout,
+        env=DEPLOYMENT_LATENCY_ENV if args.fast_polls else None,
     )
     result = compare(
         simulated.read_metrics(),
