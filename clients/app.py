@@ -25,7 +25,7 @@ from flwr.client import Client, ClientApp
 from flwr.common.constant import MessageTypeLegacy
 from torch.utils.data import DataLoader, TensorDataset
 
-from fedram_flwr.clients.emulate import modelled_seconds, pace
+from fedram_flwr.clients.emulate import emulates, modelled_seconds, pace
 from fedram_flwr.clients.message import evaluate
 from fedram_flwr.clients.node import NodeExperiment
 from fedram_flwr.clients.partition_query import PARTITION_ACTION, partition_id_query
@@ -116,12 +116,13 @@ class BothAPIsClientApp(ClientApp):
         self.now, self.sleep = now, sleep
 
     def __call__(self, message: Message, context: Context) -> Message:
-        modelled = None
-        if message.metadata.message_type == MessageType.TRAIN:
-            modelled = modelled_seconds(*self.experiment_of(context))
-        if modelled is None:
+        if message.metadata.message_type != MessageType.TRAIN:
             return self.handle(message, context)
-        started = self.now()
+        exp, pid = self.experiment_of(context)
+        if not emulates(exp.scenario):
+            return self.handle(message, context)
+        started = self.now()  # the node's own work counts: its data, the model, training
+        modelled = modelled_seconds(exp, pid)
         reply = self.handle(message, context)
         pacing = pace(modelled, started, now=self.now, sleep=self.sleep)
         return with_metrics(reply, pacing.metrics())

@@ -4,8 +4,8 @@ With ``time.emulate: true`` each ClientApp, when it trains, takes the seconds th
 scenario's time model gives its round: FedScale's completion time (computation +
 communication, :func:`fedram_flwr.clock.start_round`) of this client's task, from the
 same seeded device speeds (:func:`fedram_flwr.clock.scenario_speeds`) and the same task
-(:func:`round_task`) as the simulated clock. It measures what its handler really took and
-sleeps for the rest (:func:`pace`), so a Deployment on one machine behaves like a
+(:func:`round_task`) as the simulated clock. It measures what answering really took
+(loading the node's data and model, training) and sleeps for the rest (:func:`pace`), so a Deployment on one machine behaves like a
 federation of slow and fast devices.
 
 The node recomputes its modelled seconds from the run config (the scenario and seed every
@@ -34,7 +34,7 @@ from fedram_flwr.clients.node import NodeExperiment
 from fedram_flwr.clients.training import num_local_steps
 from fedram_flwr.clock import SimulatedClock, Task, model_size_kbit, scenario_speeds, start_round
 from fedram_flwr.protocol import MODELLED_SECONDS, SLEPT_SECONDS
-from fedram_flwr.scenario.config import TrainingConfig
+from fedram_flwr.scenario.config import Scenario, TrainingConfig
 
 
 def round_task(
@@ -67,27 +67,34 @@ def round_task(
     return Task(t.batch_size, steps, size, size)
 
 
-def modelled_seconds(exp: NodeExperiment, partition_id: int) -> float | None:
-    """Give the seconds the time model gives client ``partition_id``'s round.
+def emulates(scenario: Scenario) -> bool:
+    """Whether ``scenario``'s ClientApps take their devices' time (``time.emulate``)."""
+    return scenario.time is not None and scenario.time.emulate
 
-    None when the scenario does not emulate (no ``time:`` section, or ``time.emulate``
-    false).
+
+def modelled_seconds(exp: NodeExperiment, partition_id: int) -> float:
+    """Give the seconds the time model gives client ``partition_id``'s round.
 
     Parameters
     ----------
     exp : NodeExperiment
-        The node's side of the run (scenario, seed, data, model).
+        The node's side of a run with a ``time:`` section (scenario, seed, data, model).
     partition_id : int
         The client, 0..K-1.
 
     Returns
     -------
-    float or None
+    float
         Computation + communication seconds, the simulated clock's completion time.
+
+    Raises
+    ------
+    ValueError
+        If the scenario has no ``time:`` section.
     """
     time_config = exp.scenario.time
-    if time_config is None or not time_config.emulate:
-        return None
+    if time_config is None:
+        raise ValueError("modelled seconds: the scenario has no time: section")
     sizes = [len(y) for y in exp.data.client_y]
     task = round_task(exp.scenario.training, sizes, get_weights(exp.client_model()))
     speeds = scenario_speeds(time_config.speeds, len(sizes), exp.seed)

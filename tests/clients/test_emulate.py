@@ -17,7 +17,7 @@ from flwr.common import FitIns, ndarrays_to_parameters
 from flwr.compat.common.recorddict_compat import fitins_to_recorddict, recorddict_to_fitres
 
 from fedram_flwr.clients.app import project_message_app
-from fedram_flwr.clients.emulate import Pacing, modelled_seconds, pace, round_task
+from fedram_flwr.clients.emulate import Pacing, emulates, modelled_seconds, pace, round_task
 from fedram_flwr.clients.models import get_weights
 from fedram_flwr.clients.node import NodeExperiment
 from fedram_flwr.clock import SimulatedClock, start_round
@@ -105,9 +105,11 @@ def test_the_modelled_seconds_are_the_simulated_clocks(tmp_path: Path) -> None:
 
 
 def test_no_emulation_without_the_option(tmp_path: Path) -> None:
+    assert emulates(load_scenario(write_scenario(tmp_path, True)))
     for emulate in (None, False):
-        exp = NodeExperiment(load_scenario(write_scenario(tmp_path, emulate)), SEED)
-        assert modelled_seconds(exp, 0) is None
+        assert not emulates(load_scenario(write_scenario(tmp_path, emulate)))
+    with pytest.raises(ValueError, match="the scenario has no time: section"):
+        modelled_seconds(NodeExperiment(load_scenario(write_scenario(tmp_path, None)), SEED), 0)
 
 
 def node(path: Path) -> Context:
@@ -164,7 +166,7 @@ def test_the_client_app_paces_training_and_changes_nothing_else(
     path = write_scenario(tmp_path, True)
     arrays, metrics = replied(path, legacy, on)
     modelled = modelled_seconds(NodeExperiment(load_scenario(path), SEED), 1)
-    assert modelled is not None and modelled > 0.5
+    assert modelled > 0.5
     assert metrics.pop(MODELLED_SECONDS) == modelled
     assert metrics.pop(SLEPT_SECONDS) == on.slept[0] == modelled - 0.5
     assert on.slept == [modelled - 0.5] and on.times == []
