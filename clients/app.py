@@ -100,7 +100,8 @@ def with_metrics(reply: Message, metrics: dict[str, float]) -> Message:
 class BothAPIsClientApp(ClientApp):
     """A handler ClientApp that passes the legacy API's messages to ``legacy``; with
     ``time.emulate`` each train message takes the client's modelled seconds
-    (:mod:`fedram_flwr.clients.emulate`, ``now`` and ``sleep`` its clock)."""
+    (:mod:`fedram_flwr.clients.emulate`; ``now`` and ``sleep`` its clock, ``wall_now`` the
+    clock of the messages' ``created_at`` for ``time.emulate_from: push``)."""
 
     def __init__(
         self,
@@ -109,11 +110,12 @@ class BothAPIsClientApp(ClientApp):
         *,
         now: Callable[[], float] = time.perf_counter,
         sleep: Callable[[float], None] = time.sleep,
+        wall_now: Callable[[], float] = time.time,
     ) -> None:
         super().__init__()
         self.legacy = legacy
         self.experiment_of = experiment_of
-        self.now, self.sleep = now, sleep
+        self.now, self.sleep, self.wall_now = now, sleep, wall_now
 
     def __call__(self, message: Message, context: Context) -> Message:
         if message.metadata.message_type != MessageType.TRAIN:
@@ -121,10 +123,17 @@ class BothAPIsClientApp(ClientApp):
         exp, pid = self.experiment_of(context)
         if not emulates(exp.scenario):
             return self.handle(message, context)
-        started = self.now()  # the node's own work counts: its data, the model, training
+        # the node's own work counts: its data, the model, training; from the push, the
+        # wait before it too (a node clock behind the server's counts from the node's start)
+        if exp.scenario.time.emulate_from == "push":
+            now = self.wall_now
+            started = min(message.metadata.created_at, now())
+        else:
+            now = self.now
+            started = now()
         modelled = modelled_seconds(exp, pid)
         reply = self.handle(message, context)
-        pacing = pace(modelled, started, now=self.now, sleep=self.sleep)
+        pacing = pace(modelled, started, now=now, sleep=self.sleep)
         return with_metrics(reply, pacing.metrics())
 
     def handle(self, message: Message, context: Context) -> Message:

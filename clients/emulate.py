@@ -4,9 +4,13 @@ With ``time.emulate: true`` each ClientApp, when it trains, takes the seconds th
 scenario's time model gives its round: FedScale's completion time (computation +
 communication, :func:`fedram_flwr.clock.start_round`) of this client's task, from the
 same seeded device speeds (:func:`fedram_flwr.clock.scenario_speeds`) and the same task
-(:func:`round_task`) as the simulated clock. It measures what answering really took
-(loading the node's data and model, training) and sleeps for the rest (:func:`pace`), so a Deployment on one machine behaves like a
-federation of slow and fast devices.
+(:func:`round_task`) as the simulated clock. It measures the time already spent and
+sleeps for the rest (:func:`pace`), so a Deployment on one machine behaves like a
+federation of slow and fast devices. The time spent counts from the node's start on the
+message (``time.emulate_from: node``, the default: loading the node's data and model,
+training) or from the server's creation of the message (``push``: Flower's
+``created_at``, the timestamp its message TTL is checked against on the node, so the
+polling and the ClientApp process's start-up are taken out of the sleep too).
 
 The node recomputes its modelled seconds from the run config (the scenario and seed every
 SuperNode reads), rather than being sent them: the completion time depends only on the
@@ -15,10 +19,9 @@ sides the same number without a new wire key, and it works under every server (a
 policy on the simulated clock, a wall-clock one, FedBuff's asynchronous loop, an app's
 own strategy).
 
-What it cannot emulate: the time before the handler runs (a ClientApp process's
-start-up, the SuperNode's polling for messages) and the real transfer of the arrays are
-not modelled and come on top; a handler slower than its modelled time is not sped up
-(``slept-seconds`` is then 0).
+What it cannot emulate: a time spent that is already longer than the modelled one is not
+undone (``slept-seconds`` is then 0); what is not counted comes on top (from the node: the
+polling, the process start-up; either way: the reply's way back to the server).
 """
 
 from __future__ import annotations

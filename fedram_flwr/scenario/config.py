@@ -309,8 +309,10 @@ class Scenario:
             del out["max_failed_rounds"]
         if out["time"] is None:
             del out["time"]
-        elif not out["time"]["emulate"]:
-            del out["time"]["emulate"]
+        else:
+            for key, default in (("emulate", False), ("emulate_from", "node")):
+                if out["time"][key] == default:
+                    del out["time"][key]
         return out
 
     def variants(self) -> list[tuple[str, Scenario]]:

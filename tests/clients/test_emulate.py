@@ -62,12 +62,16 @@ def test_pace_never_sleeps_when_training_took_as_long_or_longer(finished: float)
     assert got.metrics() == {MODELLED_SECONDS: 1.0, SLEPT_SECONDS: 0.0}
 
 
-def write_scenario(tmp_path: Path, emulate: bool | None, **training: Any) -> Path:
+def write_scenario(
+    tmp_path: Path, emulate: bool | None, emulate_from: str = "node", **training: Any
+) -> Path:
     raw = copy.deepcopy(TINY_GAUSSIAN)
     raw["training"].update(training)
     if emulate is not None:
         raw["time"] = {"speeds": copy.deepcopy(SPEEDS), "emulate": emulate}
-    path = tmp_path / f"emulate-{emulate}.yaml"
+        if emulate_from != "node":
+            raw["time"]["emulate_from"] = emulate_from
+    path = tmp_path / f"emulate-{emulate}-{emulate_from}.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return path
 
@@ -133,11 +137,16 @@ def train_message(exp: NodeExperiment, legacy: bool):
     return instruction_message(content)
 
 
-def replied(path: Path, legacy: bool, clock: FakeClock) -> tuple[list[bytes], dict[str, Any]]:
-    """(the reply's arrays as bytes, its metrics) of one train message."""
+def replied(
+    path: Path, legacy: bool, clock: FakeClock, wall: FakeClock | None = None, created=0.0
+) -> tuple[list[bytes], dict[str, Any]]:
+    """(the reply's arrays as bytes, its metrics) of one train message (created at
+    ``created`` on the wall clock ``wall``)."""
     app = project_message_app()
-    app.now, app.sleep = clock.now, clock.sleep
+    wall = wall or FakeClock()
+    app.now, app.sleep, app.wall_now = clock.now, clock.sleep, wall.now
     msg = train_message(NodeExperiment(load_scenario(path), SEED), legacy)
+    msg.metadata.created_at = created
     reply = app(msg, node(path))
     if legacy:
         res = recorddict_to_fitres(reply.content, keep_input=False)
@@ -187,3 +196,25 @@ def test_an_evaluate_message_is_not_paced(tmp_path: Path) -> None:
     )
     reply = app(instruction_message(content, message_type="evaluate"), node(path))
     assert MODELLED_SECONDS not in reply.content["metrics"] and clock.slept == []
+
+
+@pytest.mark.parametrize(
+    ("wall_times", "measured"),
+    [((1002.0, 1003.0), 3.0), ((999.0, 1000.5), 1.5)],
+    ids=["from-the-push", "node-clock-behind"],
+)
+def test_emulating_from_the_push_counts_the_wait_before_the_node_started(
+    tmp_path: Path, wall_times: tuple[float, float], measured: float
+) -> None:
+    """``emulate_from: push``: the time spent counts from the message's ``created_at``
+    (1000.0) on the wall clock: 2 s of polling and start-up before the node started, 1 s of
+    answering, 3 s measured. A node clock behind the server's (999.0 at the start) counts
+    from the node's start. The node's own clock is not read."""
+    path = write_scenario(tmp_path, True, "push")
+    modelled = modelled_seconds(NodeExperiment(load_scenario(path), SEED), 1)
+    assert modelled > 3.0
+    node_clock, wall = FakeClock(), FakeClock(*wall_times)
+    _, metrics = replied(path, False, node_clock, wall, created=1000.0)
+    assert wall.slept == [] and wall.times == [] and node_clock.times == []
+    assert node_clock.slept == [modelled - measured]
+    assert metrics[SLEPT_SECONDS] == modelled - measured

@@ -389,6 +389,11 @@ def test_emulation_is_off_unless_asked_and_then_recorded(scenario_dict) -> None:
     assert emulated.to_dict()["time"]["emulate"] is True
     assert scenario_from_dict(emulated.to_dict()) == emulated
     assert scenario_fingerprint(emulated.to_dict(), 0) != before
+    assert "emulate_from" not in emulated.to_dict()["time"]  # the default, node
+    scenario_dict["time"]["emulate_from"] = "push"
+    from_push = scenario_from_dict(scenario_dict)
+    assert from_push.to_dict()["time"]["emulate_from"] == "push"
+    assert scenario_from_dict(from_push.to_dict()) == from_push
 
 
 @pytest.mark.parametrize(
@@ -436,10 +441,14 @@ def test_emulation_is_off_unless_asked_and_then_recorded(scenario_dict) -> None:
         ({**LOGNORMAL_TIME, "policy": {"kind": "over-selection", "select": 1, "over": 1e300}},
          "time.policy.over: 1e+300 is outside the allowed range [1, 3]"),
         ({**LOGNORMAL_TIME, "clock": {}}, "time.clock: unknown key; allowed keys of time: "
-         "availability, emulate, policy, speeds"),
+         "availability, emulate, emulate_from, policy, speeds"),
         ({"emulate": True}, "time.emulate: there is no time model to emulate; give the "
          "devices in time.speeds"),
         ({**LOGNORMAL_TIME, "emulate": "yes"}, "time.emulate: expected true or false, got 'yes'"),
+        ({**LOGNORMAL_TIME, "emulate_from": "push"},
+         "time.emulate_from: applies with time.emulate: true only; time.emulate is false"),
+        ({**LOGNORMAL_TIME, "emulate": True, "emulate_from": "server"},
+         "time.emulate_from: 'server' is not allowed; allowed values: node, push"),
     ],
 )  # fmt: skip
 def test_bad_time_sections_name_the_field(scenario_dict, time: dict, expected: str) -> None:
