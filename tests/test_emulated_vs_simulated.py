@@ -26,7 +26,8 @@ EMULATED = [
     {"round": 0, "accuracy": 0.3},
     {"round": 1, "active": [0, 1, 2], "not-used": [2, 0], "round-seconds": 15.0,
      "fit-modelled-seconds": 7.0, "fit-slept-seconds": 6.25, "accuracy": 0.6},
-    {"round": 2, "active": [1], "not-used": [1], "round-seconds": 6.0, "accuracy": 0.65},
+    {"round": 2, "active": [1], "not-used": [1], "round-seconds": 9.0,
+     "wall-round-seconds": 6.0, "accuracy": 0.65},
 ]  # fmt: skip
 
 
@@ -35,8 +36,9 @@ def test_rounds_are_compared_client_by_client_and_second_by_second() -> None:
     first, second = result["rounds"]
     assert first["late"] == {"simulated": [0, 2], "emulated": [0, 2]} and first["agree"]
     assert (first["slowest-modelled-seconds"], first["overhead-seconds"]) == (12.0, 3.0)
-    assert first["handler-seconds"] == 0.75
+    assert first["spent-seconds"] == 0.75
     assert second["late"] == {"simulated": [], "emulated": [1]} and not second["agree"]
+    # a wall-clock policy's own wait, not the recorder's seconds since the last row
     assert (second["slowest-modelled-seconds"], second["overhead-seconds"]) == (3.5, 2.5)
     assert result["accuracy"] == {
         "simulated": [(0.0, 0.3), (5.0, 0.6), (8.5, 0.7)],
