@@ -16,14 +16,16 @@ over any source of the node's experiment (the in-process engine hands it its own
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import torch
-from flwr.app import Context, Message
+from flwr.app import Context, Message, MessageType
 from flwr.client import Client, ClientApp
 from flwr.common.constant import MessageTypeLegacy
 from torch.utils.data import DataLoader, TensorDataset
 
+from fedram_flwr.clients.emulate import emulates, modelled_seconds, pace
 from fedram_flwr.clients.message import evaluate
 from fedram_flwr.clients.node import NodeExperiment
 from fedram_flwr.clients.partition_query import PARTITION_ACTION, partition_id_query
@@ -81,14 +83,61 @@ def is_legacy(message: Message) -> bool:
     return any(key in message.content.array_records for key in LEGACY_RECORDS)
 
 
-class BothAPIsClientApp(ClientApp):
-    """A handler ClientApp that passes the legacy API's messages to ``legacy``."""
+REPLY_METRICS = ("metrics", "fitres.metrics")
+"""Where a train reply's metrics are: the Message API's record, the legacy API's."""
 
-    def __init__(self, legacy: ClientApp) -> None:
+
+def with_metrics(reply: Message, metrics: dict[str, float]) -> Message:
+    """``reply`` with ``metrics`` added to its train metrics (either API's record); a
+    reply without content (an error) is returned as it is."""
+    if reply.has_content():
+        for key in REPLY_METRICS:
+            if key in reply.content:
+                reply.content[key].update(metrics)
+    return reply
+
+
+class BothAPIsClientApp(ClientApp):
+    """A handler ClientApp that passes the legacy API's messages to ``legacy``; with
+    ``time.emulate`` each train message takes the client's modelled seconds
+    (:mod:`fedram_flwr.clients.emulate`; ``now`` and ``sleep`` its clock, ``wall_now`` the
+    clock of the messages' ``created_at`` for ``time.emulate_from: push``)."""
+
+    def __init__(
+        self,
+        legacy: ClientApp,
+        experiment_of: ExperimentOf = node_experiment,
+        *,
+        now: Callable[[], float] = time.perf_counter,
+        sleep: Callable[[float], None] = time.sleep,
+        wall_now: Callable[[], float] = time.time,
+    ) -> None:
         super().__init__()
         self.legacy = legacy
+        self.experiment_of = experiment_of
+        self.now, self.sleep, self.wall_now = now, sleep, wall_now
 
     def __call__(self, message: Message, context: Context) -> Message:
+        if message.metadata.message_type != MessageType.TRAIN:
+            return self.handle(message, context)
+        exp, pid = self.experiment_of(context)
+        if not emulates(exp.scenario):
+            return self.handle(message, context)
+        # the node's own work counts: its data, the model, training; from the push, the
+        # wait before it too (a node clock behind the server's counts from the node's start)
+        if exp.scenario.time.emulate_from == "push":
+            now = self.wall_now
+            started = min(message.metadata.created_at, now())
+        else:
+            now = self.now
+            started = now()
+        modelled = modelled_seconds(exp, pid)
+        reply = self.handle(message, context)
+        pacing = pace(modelled, started, now=now, sleep=self.sleep)
+        return with_metrics(reply, pacing.metrics())
+
+    def handle(self, message: Message, context: Context) -> Message:
+        """Answer ``message``: the legacy app, or this app's handlers."""
         if is_legacy(message):
             return self.legacy(message, context)
         return super().__call__(message, context)
@@ -99,7 +148,7 @@ def project_message_app(experiment_of: ExperimentOf = node_experiment) -> BothAP
     from the run config, or one given in-process): train, evaluate, the partition-id
     query (with the node's m_i); legacy messages go to :func:`legacy_app`'s."""
     legacy = app if experiment_of is node_experiment else legacy_app(experiment_of)
-    message_app = BothAPIsClientApp(legacy)
+    message_app = BothAPIsClientApp(legacy, experiment_of)
 
     @message_app.train()
     def train(msg: Message, context: Context) -> Message:

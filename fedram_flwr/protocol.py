@@ -39,6 +39,14 @@ TRAIN_LOSS = "train-loss"
 TRAIN_SECONDS = "train-seconds"
 """fit metric (float): wall time of the local SGD alone (benchmarks)."""
 
+MODELLED_SECONDS = "modelled-seconds"
+"""fit metric (float), with ``time.emulate`` only: the seconds the time model gives the
+client's round, computation + communication (the simulated clock's completion time)."""
+
+SLEPT_SECONDS = "slept-seconds"
+"""fit metric (float), with ``time.emulate`` only: the seconds the ClientApp slept after
+training so that its round took ``modelled-seconds`` (0 when training took longer)."""
+
 RECEIVED_LOSS = "received-loss"
 """fit metric (float): F_k(w_t), the client's loss on its first mini-batch at the
 received model (CA-Fed's F_k^(t), Alg. 1 line 3; AFL's and q-FFL's f_k(w_t))."""

@@ -46,9 +46,9 @@ from flwr.common import Context, ndarrays_to_parameters
 
 from fedram_flwr.availability.manager import OracleClientManager
 from fedram_flwr.availability.timed import RoundTicks, clock_availability
+from fedram_flwr.clients.emulate import round_task
 from fedram_flwr.clients.models import get_weights
-from fedram_flwr.clients.training import num_local_steps
-from fedram_flwr.clock import TICK_SECONDS, SimulatedClock, Task, model_size_kbit, start_round
+from fedram_flwr.clock import TICK_SECONDS, SimulatedClock, start_round
 from fedram_flwr.clock.scenario import scenario_speeds
 from fedram_flwr.engines.experiment import Experiment
 from fedram_flwr.engines.fedbuff_server import FedBuffServer, FedBuffStrategy
@@ -92,16 +92,8 @@ def durations(exp: Experiment, initial: Arrays) -> Callable[[np.ndarray, float],
     s = exp.scenario
     if s.time is None:
         return lambda ids, t: np.full(len(ids), TICK_SECONDS)
-    t_cfg = s.training
     speeds = scenario_speeds(s.time.speeds, s.data.num_clients, exp.seed)
-    steps = tuple(
-        num_local_steps(
-            len(y), t_cfg.batch_size, t_cfg.local_epochs, t_cfg.local_steps, t_cfg.drop_last
-        )
-        for y in exp.data.client_y
-    )
-    kbit = model_size_kbit(sum(np.asarray(a).nbytes for a in initial))
-    task = Task(t_cfg.batch_size, steps, kbit, kbit)
+    task = round_task(s.training, [len(y) for y in exp.data.client_y], initial)
 
     def seconds(ids: np.ndarray, t: float) -> np.ndarray:
         return start_round(SimulatedClock(exp.seed, now=t), speeds, ids, task).cost.total

@@ -35,9 +35,9 @@ from flwr.serverapp.strategy import Strategy as MessageStrategy
 
 from fedram_flwr.availability import OracleClientManager
 from fedram_flwr.availability.timed import AvailableAt, clock_availability
+from fedram_flwr.clients.emulate import round_task
 from fedram_flwr.clients.models import get_weights
-from fedram_flwr.clients.training import num_local_steps
-from fedram_flwr.clock import SimulatedClock, Task, model_size_kbit, scenario_speeds
+from fedram_flwr.clock import SimulatedClock, Task, scenario_speeds
 from fedram_flwr.clock.policy import LateUpdate
 from fedram_flwr.clock.rounds import (
     ClockedDraws,
@@ -79,13 +79,10 @@ def idle_seconds(config: TimeConfig) -> float:
 def scenario_task(exp: Experiment) -> Task:
     """One round's work in FedScale's terms: ``training.batch_size``, each client's
     local steps (``training.local_steps``, or ``local_epochs`` passes over its data) and
-    the model's float bytes each way."""
-    t, d = exp.scenario.training, exp.data
-    steps = tuple(
-        num_local_steps(len(y), t.batch_size, t.local_epochs, t.local_steps) for y in d.client_y
-    )
-    size = model_size_kbit(sum(int(a.nbytes) for a in get_weights(exp.new_model())))
-    return Task(t.batch_size, steps, size, size)
+    the model's float bytes each way; the task an emulating ClientApp times itself by
+    (:func:`~fedram_flwr.clients.emulate.round_task`)."""
+    sizes = [len(y) for y in exp.data.client_y]
+    return round_task(exp.scenario.training, sizes, get_weights(exp.new_model()))
 
 
 def clock_available(config: TimeConfig, manager: OracleClientManager, seed: int) -> AvailableAt:

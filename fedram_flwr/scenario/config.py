@@ -309,8 +309,14 @@ class Scenario:
             del out["max_failed_rounds"]
         if out["time"] is None:
             del out["time"]
-        elif out["time"]["clock"] == "simulated":
-            del out["time"]["clock"]
+        else:
+            for key, default in (
+                ("clock", "simulated"),
+                ("emulate", False),
+                ("emulate_from", "node"),
+            ):
+                if out["time"][key] == default:
+                    del out["time"][key]
         return out
 
     def variants(self) -> list[tuple[str, Scenario]]:

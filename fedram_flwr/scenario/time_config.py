@@ -130,9 +130,25 @@ class TimeConfig:
     availability: ClockAvailabilityConfig = field(default_factory=ClockAvailabilityConfig)
     policy: RoundPolicyConfig = field(default_factory=RoundPolicyConfig)
     clock: Literal["simulated", "wall"] = "simulated"
+    # Each ClientApp takes the time its device would (fedram_flwr.clients.emulate): it
+    # sleeps for the modelled computation + communication seconds less the time already
+    # spent, counted from the node's start on the message (node) or from the server's
+    # creation of it (push: polling and process start-up count too).
+    emulate: bool = False
+    emulate_from: Literal["node", "push"] = "node"
 
     def __post_init__(self) -> None:
         sp, av = self.speeds, self.availability
+        if self.emulate_from != "node" and not self.emulate:
+            raise ScenarioError(
+                "time.emulate_from: applies with time.emulate: true only; time.emulate is false"
+            )
+        if self.emulate and sp == SpeedsConfig():
+            raise ScenarioError(
+                "time.emulate: there is no time model to emulate; give the devices in "
+                "time.speeds (law lognormal with compute_ms_per_sample and bandwidth_kbps, "
+                "or law fedscale with a path)"
+            )
         if self.clock not in CLOCKS:
             raise ScenarioError(
                 f"time.clock: {self.clock!r} is not allowed; allowed values: {', '.join(CLOCKS)}"

@@ -390,6 +390,28 @@ def test_the_wall_clock_needs_no_speeds_and_leaves_simulated_runs_unchanged(
     assert scenario_from_dict(scenario_dict).to_dict() == before and "clock" not in before["time"]
 
 
+def test_emulation_is_off_unless_asked_and_then_recorded(scenario_dict) -> None:
+    """``time.emulate`` left out or false: the resolved scenario and its fingerprint are
+    those of the section without it; true: recorded, round-tripped, another run."""
+    scenario_dict["time"] = copy.deepcopy(LOGNORMAL_TIME)
+    resolved = scenario_from_dict(scenario_dict)
+    assert resolved.time.emulate is False
+    assert "emulate" not in resolved.to_dict()["time"]
+    before = scenario_fingerprint(resolved.to_dict(), 0)
+    scenario_dict["time"]["emulate"] = False
+    assert scenario_fingerprint(scenario_from_dict(scenario_dict).to_dict(), 0) == before
+    scenario_dict["time"]["emulate"] = True
+    emulated = scenario_from_dict(scenario_dict)
+    assert emulated.to_dict()["time"]["emulate"] is True
+    assert scenario_from_dict(emulated.to_dict()) == emulated
+    assert scenario_fingerprint(emulated.to_dict(), 0) != before
+    assert "emulate_from" not in emulated.to_dict()["time"]  # the default, node
+    scenario_dict["time"]["emulate_from"] = "push"
+    from_push = scenario_from_dict(scenario_dict)
+    assert from_push.to_dict()["time"]["emulate_from"] == "push"
+    assert scenario_from_dict(from_push.to_dict()) == from_push
+
+
 @pytest.mark.parametrize(
     ("time", "expected"),
     [
@@ -435,7 +457,7 @@ def test_the_wall_clock_needs_no_speeds_and_leaves_simulated_runs_unchanged(
         ({**LOGNORMAL_TIME, "policy": {"kind": "over-selection", "select": 1, "over": 1e300}},
          "time.policy.over: 1e+300 is outside the allowed range [1, 3]"),
         ({**LOGNORMAL_TIME, "wallclock": {}}, "time.wallclock: unknown key; allowed keys of "
-         "time: availability, clock, policy, speeds"),
+         "time: availability, clock, emulate, emulate_from, policy, speeds"),
         ({**LOGNORMAL_TIME, "clock": "real"},
          "time.clock: 'real' is not allowed; allowed values: simulated, wall"),
         ({"clock": "wall", "availability": {"law": "diurnal", "base": [0.5]}},
@@ -443,6 +465,13 @@ def test_the_wall_clock_needs_no_speeds_and_leaves_simulated_runs_unchanged(
         ({"clock": "wall", "speeds": {"law": "lognormal",
                                       "compute_ms_per_sample": {"median": 1.0}}},
          "time.speeds.bandwidth_kbps: required for law lognormal"),
+        ({"emulate": True}, "time.emulate: there is no time model to emulate; give the "
+         "devices in time.speeds"),
+        ({**LOGNORMAL_TIME, "emulate": "yes"}, "time.emulate: expected true or false, got 'yes'"),
+        ({**LOGNORMAL_TIME, "emulate_from": "push"},
+         "time.emulate_from: applies with time.emulate: true only; time.emulate is false"),
+        ({**LOGNORMAL_TIME, "emulate": True, "emulate_from": "server"},
+         "time.emulate_from: 'server' is not allowed; allowed values: node, push"),
     ],
 )  # fmt: skip
 def test_bad_time_sections_name_the_field(scenario_dict, time: dict, expected: str) -> None:

@@ -1,0 +1,85 @@
+"""Device speeds emulated on Flower's Simulation Engine (``time.emulate``): the timed case
+of :mod:`tests.engines.cases` (a deadline, client 2's update late and kept for MIFA) with
+its devices 100 times faster, so that the ClientApps sleep a few hundredths of a second.
+
+The run completes and is the in-process run (where no ClientApp runs and nothing sleeps):
+the same clients, clock, rows and final model. Its replies carry each client's
+``modelled-seconds``, the simulated clock's completion time of that client: each round's
+aggregated value is the mean over the round's replies, weighted by m_i, of the clients'
+completion times in the server's time model. No assertion on wall-clock time.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from fedram_flwr.clock import SimulatedClock, start_round
+from fedram_flwr.engines import run_in_process
+from fedram_flwr.engines.experiment import Experiment
+from fedram_flwr.engines.timed import time_model
+from fedram_flwr.protocol import MODELLED_SECONDS, SLEPT_SECONDS
+from fedram_flwr.registry import load_scenario
+from tests.engines.background import BackgroundRuns, RunSpec
+from tests.engines.cases import ROUNDS, assert_same_run, scenario_dict
+from tests.helpers import SEED, without_timings
+
+pytestmark = [pytest.mark.flwr, pytest.mark.breadth]
+
+FAST_DEVICES = {
+    str(k): {"computation": ms, "communication": 1000.0} for k, ms in enumerate([0.1, 0.2, 0.4])
+}
+"""The case's devices 100 times faster: 0.024, 0.048 and 0.096 s of computation a round."""
+DEADLINE_S = 0.06
+"""The case's deadline scaled alike: client 2 is late whenever it starts."""
+
+
+def write_emulated(folder: Path) -> Path:
+    """The timed case with fast devices, its deadline scaled, emulated."""
+    folder.mkdir(parents=True, exist_ok=True)
+    raw = scenario_dict("mifa-deadline", folder)
+    devices = folder / "fast-devices.json"
+    devices.write_text(json.dumps(FAST_DEVICES))
+    raw["time"]["speeds"]["path"] = str(devices.resolve())
+    raw["time"]["policy"]["deadline_s"] = DEADLINE_S
+    raw.update(name="engines-emulated", time={**raw["time"], "emulate": True})
+    path = folder / "emulated.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+EMULATED = RunSpec("simulation-message-emulated", write_emulated)
+
+
+@pytest.mark.flower_runs(EMULATED)
+def test_an_emulated_run_is_the_simulated_one_and_reports_the_modelled_seconds(
+    flower_runs: BackgroundRuns, tmp_path: Path
+) -> None:
+    run = flower_runs.result(EMULATED)
+    scenario = load_scenario(write_emulated(tmp_path / "scenario"))
+    reference = run_in_process(scenario, SEED, tmp_path / "in-process")
+    assert_same_run(reference, run, EMULATED.name)
+    assert without_timings(run.read_metrics()) == without_timings(reference.read_metrics())
+
+    exp = Experiment(scenario, SEED)
+    time = time_model(exp, exp.client_manager())
+    ids = np.arange(scenario.data.num_clients)
+    seconds = start_round(SimulatedClock(SEED), time.speeds, ids, time.task).cost.total
+    modelled = dict(enumerate(seconds.tolist()))
+    sizes = [len(y) for y in exp.data.client_y]
+    rows = [r for r in run.read_metrics() if r["round"] > 0]
+    assert len(rows) == ROUNDS
+    assert any(r["not-used"] for r in rows), "no client was late: the case lost its point"
+    for row in rows:
+        relayed = row["relayed"]
+        weights = [sizes[c] for c in relayed]
+        want = sum(w * modelled[c] for w, c in zip(weights, relayed)) / sum(weights)
+        assert row[f"fit-{MODELLED_SECONDS}"] == pytest.approx(want, rel=1e-12), row["round"]
+        assert 0.0 <= row[f"fit-{SLEPT_SECONDS}"] <= row[f"fit-{MODELLED_SECONDS}"]
+    late = {c for r in rows for c in r["not-used"]}
+    assert all(modelled[c] > DEADLINE_S for c in late)
+    assert all(modelled[c] <= DEADLINE_S for r in rows for c in r["relayed"] if c not in late)
