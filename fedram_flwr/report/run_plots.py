@@ -76,7 +76,7 @@ def plot_run(path: str | Path) -> dict[str, Drawn]:
         tuple(summary.get("rare-classes", ())),
         tuple(summary.get("rare-clients", ())),
     )
-    if any("sim-seconds" in r for r in rows):  # a run on the simulated clock
+    if clock_key(rows):  # a run on the simulated clock or on the wall clock
         out["accuracy_time.png"] = plot_accuracy_time(path / "accuracy_time.png", rows)
     if any("fit-t" in r for r in rows):
         out["t.png"] = plot_series(path / "t.png", rows, "fit-t", "global t")
@@ -133,20 +133,33 @@ def plot_accuracy(
     return save(fig, out)
 
 
+CLOCKS = {"sim-seconds": ("simulated hours", 3600.0), "wall-seconds": ("wall-clock minutes", 60.0)}
+"""A round's clock in its row, its axis label and its unit in seconds: the simulated clock's
+end of the round, or the wall clock's seconds since the run's first push
+(``time.clock: wall``)."""
+
+
+def clock_key(rows: list[dict[str, Any]]) -> str | None:
+    """The clock a run's rows carry (a key of :data:`CLOCKS`), None for a run without one."""
+    return next((k for k in CLOCKS if any(k in r for r in rows)), None)
+
+
 def plot_accuracy_time(out: Path, rows: list[dict[str, Any]]) -> Drawn | None:
-    """Test accuracy against rounds (left) and simulated hours (right) of a run on the
-    simulated clock (round 0 at 0 h)."""
-    evals = [r for r in rows if "accuracy" in r and (r["round"] == 0 or "sim-seconds" in r)]
-    if not evals:
+    """Test accuracy against rounds (left) and the run's clock (right): simulated hours,
+    or wall-clock minutes on the wall clock (round 0 at 0)."""
+    key = clock_key(rows)
+    evals = [r for r in rows if "accuracy" in r and (r["round"] == 0 or (key and key in r))]
+    if key is None or not evals:
         return None
-    hours = [r.get("sim-seconds", 0.0) / 3600 if r["round"] else 0.0 for r in evals]
+    label, unit = CLOCKS[key]
+    times = [r.get(key, 0.0) / unit if r["round"] else 0.0 for r in evals]
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
-    xs = ([r["round"] for r in evals], hours)
-    for ax, x, label in zip(axes, xs, ("round", "simulated hours"), strict=True):
+    xs = ([r["round"] for r in evals], times)
+    for ax, x, xlabel in zip(axes, xs, ("round", label), strict=True):
         ax.plot(x, [r["accuracy"] for r in evals], label="overall", lw=2)
         if "rare-accuracy" in evals[0]:
             ax.plot(x, [r["rare-accuracy"] for r in evals], label="rare patterns", lw=2)
-        ax.set(xlabel=label, ylim=(0, 1.02))
+        ax.set(xlabel=xlabel, ylim=(0, 1.02))
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("test accuracy")
     axes[1].legend(fontsize=8)

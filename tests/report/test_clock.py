@@ -83,6 +83,14 @@ def test_accuracy_against_hours_beside_rounds(tmp_path: Path) -> None:
     assert cut["1:v (2 seeds)"][-1] == pytest.approx([2.0, 0.6])
 
 
+def test_a_wall_clock_run_is_plotted_against_wall_minutes(tmp_path: Path) -> None:
+    rows = [{"round": 0, "accuracy": 0.2}, {"round": 1, "accuracy": 0.5, "wall-seconds": 90.0}]
+    rows.append({"round": 2, "accuracy": 0.7, "wall-seconds": 150.0})
+    shown = plot_accuracy_time(tmp_path / "a.png", rows)
+    assert np.allclose(shown["1:overall"], [[0.0, 0.2], [1.5, 0.5], [2.5, 0.7]])
+    assert plot_accuracy_time(tmp_path / "b.png", [{"round": 1, "accuracy": 0.5}]) is None
+
+
 def test_runs_without_a_clock_get_no_time_figure(tmp_path: Path) -> None:
     write_run(tmp_path, "v", 0, [{"round": 0, "accuracy": 0.1}, {"round": 5, "accuracy": 0.5}])
     assert plot_time_curves(RunSet.load(tmp_path), tmp_path / "c.png") is None
