@@ -92,10 +92,13 @@ class SGDJob:
 
 @dataclass
 class JobResult:
-    """What :func:`stacked_sgd` gives back for one job: its trained parameters, every
-    step's mini-batch loss (floats, in step order) and its number of steps K."""
+    """What :func:`stacked_sgd` gives back for one job: its trained parameters, its
+    last step's gradients (what ``p.grad`` holds after ``sgd_passes``: the weighted
+    loss's gradient plus the offset, without weight decay; FOCUS reads it), every step's
+    mini-batch loss (floats, in step order) and its number of steps K."""
 
     params: list[torch.Tensor]
+    grads: list[torch.Tensor]
     losses: list[float]
     steps: int
 
@@ -125,14 +128,18 @@ def stacked_sgd(model: nn.Module, jobs: Sequence[SGDJob]) -> list[JobResult]:
     step = vmap(grad_and_value(client_loss(model)), in_dims=(0, 0, 0, 0))
     streams = [job.batches() for job in jobs]
     active = list(range(len(jobs)))  # rows of the stack, in job order
-    trained: dict[int, list[torch.Tensor]] = {}
+    trained: dict[int, tuple[list[torch.Tensor], list[torch.Tensor]]] = {}
+    corrected: dict[str, torch.Tensor] = {}  # the last step's gradients, as p.grad
     step_losses: list[tuple[torch.Tensor, list[int]]] = []
     while active:
         pulled = [next(streams[j], None) for j in active]
         done = [r for r, b in enumerate(pulled) if b is None]
         if done:  # the rows of finished clients leave the stack
             for r in done:
-                trained[active[r]] = [params[n][r].clone() for n in names]
+                trained[active[r]] = (
+                    [params[n][r].clone() for n in names],
+                    [corrected[n][r].clone() for n in names],
+                )
             keep = [r for r, b in enumerate(pulled) if b is not None]
             if not keep:
                 break
@@ -154,14 +161,13 @@ def stacked_sgd(model: nn.Module, jobs: Sequence[SGDJob]) -> list[JobResult]:
             grads = {n: g * rows(scale_t, g) for n, g in grads.items()}
         with torch.no_grad():
             for n, p in params.items():
-                g = grads[n]
-                if offsets is not None:
-                    g = g + offsets[n]
+                g = grads[n] if offsets is None else grads[n] + offsets[n]
+                corrected[n] = g
                 if decayed:
                     g = g + p * rows(decay, p)
                 p.sub_(g * rows(lr, p))
     losses = host_losses(step_losses, len(jobs))
-    return [JobResult(trained[j], losses[j], sum(job.pass_lengths)) for j, job in enumerate(jobs)]
+    return [JobResult(*trained[j], losses[j], sum(job.pass_lengths)) for j, job in enumerate(jobs)]
 
 
 def client_loss(model: nn.Module) -> Callable[..., torch.Tensor]:

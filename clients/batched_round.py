@@ -181,7 +181,8 @@ class BatchedRound:
         self, model: nn.Module, one_pass: OnePass, optimizer: object | None, **settings: Any
     ) -> tuple[list[float], int, int] | None:
         """The calling client's ``sgd_passes`` through the stack: (every step's loss, the
-        last pass's number of steps, K), the trained parameters in ``model``; or None when
+        last pass's number of steps, K), the trained parameters in ``model`` (and the last
+        step's gradients in their ``grad``, as the per-client loop leaves them); or None when
         ``auto`` leaves this client to the per-client loop."""
         why = self.refusal(model, optimizer)
         if why is not None:
@@ -192,6 +193,7 @@ class BatchedRound:
         job = SGDJob([p.detach().clone() for p in params], one_pass, **settings)
         result = _worker.me.wait_for(model, job)
         with torch.no_grad():
-            for p, trained in zip(params, result.params):
+            for p, trained, grad in zip(params, result.params, result.grads):
                 p.copy_(trained)
+                p.grad = grad
         return result.losses, job.pass_lengths[-1], result.steps

@@ -1,0 +1,93 @@
+"""training.batched in the in-process engines of both of Flower's APIs: every algorithm
+family's run with its clients' SGD stacked equals its per-client run to float32 rounding
+(the stacked kernels sum in another order; a few rounds of a few steps stay within
+1e-5): the same clients each round, the same rows and reports; ``off`` is the per-client
+path itself."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from fedram_flwr.engines.batching import batching_mode
+from fedram_flwr.engines.experiment import Experiment
+from fedram_flwr.engines.in_process import run_in_process
+from fedram_flwr.engines.message_in_process import run_message_in_process
+from fedram_flwr.registry import scenario_from_dict
+from fedram_flwr.rundir.outputs import RunDirectory
+from tests.engines.cases import CASES, SEED, scenario_dict
+from tests.helpers import final_arrays, relayed, scenario_error
+
+TOL = dict(rtol=1e-5, atol=1e-6)
+
+
+def batched_scenario(name: str, folder: Path, mode: str, device: str = "cpu"):
+    raw = scenario_dict(name, folder)
+    raw["training"] = {**raw["training"], "batched": mode, "device": device}
+    return scenario_from_dict(raw)
+
+
+def assert_close_runs(reference: RunDirectory, run: RunDirectory, name: str) -> None:
+    """Same clients each round, same rows (keys, integers, strings; floats to TOL), same
+    final model to TOL."""
+    assert reference.status() == run.status() == "complete", name
+    assert relayed(reference) == relayed(run), f"{name}: relayed clients differ"
+    for a, b in zip(final_arrays(reference), final_arrays(run), strict=True):
+        np.testing.assert_allclose(b, a, **TOL, err_msg=f"{name}: final models differ")
+    rows_a, rows_b = reference.read_metrics(), run.read_metrics()
+    assert len(rows_a) == len(rows_b), name
+    for row_a, row_b in zip(rows_a, rows_b):
+        assert row_a.keys() == row_b.keys(), name
+        for key in (k for k in row_a if not k.endswith("seconds")):
+            a, b = row_a[key], row_b[key]
+            if isinstance(a, float) or isinstance(b, float):
+                assert b == pytest.approx(a, rel=1e-4, abs=1e-5), f"{name}: {key}"
+            elif isinstance(a, list) and a and isinstance(a[0], float):
+                np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-5, err_msg=f"{name}: {key}")
+            else:
+                assert a == b, f"{name}: {key}"
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_legacy_batched_run_equals_the_per_client_run(name: str, tmp_path: Path) -> None:
+    off = run_in_process(batched_scenario(name, tmp_path, "off"), SEED, tmp_path / "off")
+    on = run_in_process(batched_scenario(name, tmp_path, "on"), SEED, tmp_path / "on")
+    assert_close_runs(off, on, name)
+
+
+@pytest.mark.parametrize("name", ["fed-cvar-avg", "scaffold", "ca-fed"])
+def test_message_api_batched_run_equals_the_per_client_run(name: str, tmp_path: Path) -> None:
+    off = run_message_in_process(batched_scenario(name, tmp_path, "off"), SEED, tmp_path / "off")
+    on = run_message_in_process(batched_scenario(name, tmp_path, "on"), SEED, tmp_path / "on")
+    assert_close_runs(off, on, name)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU visible")
+@pytest.mark.parametrize("name", ["fed-cvar-avg", "scaffold", "fedar"])
+def test_batched_run_on_a_gpu_equals_the_per_client_run(name: str, tmp_path: Path) -> None:
+    off = run_in_process(batched_scenario(name, tmp_path, "off", "cuda"), SEED, tmp_path / "off")
+    on = run_in_process(batched_scenario(name, tmp_path, "on", "cuda"), SEED, tmp_path / "on")
+    assert_close_runs(off, on, name)
+
+
+def test_off_is_the_default_and_leaves_the_scenario_as_it_was(tmp_path: Path) -> None:
+    raw = scenario_dict("fedar", tmp_path)
+    plain = scenario_from_dict(raw)
+    off = batched_scenario("fedar", tmp_path, "off")
+    assert plain.training.batched == "off" and plain.to_dict() == off.to_dict()
+    assert "batched" not in plain.to_dict()["training"]  # fingerprints of older runs hold
+    assert batching_mode(Experiment(off, SEED)) is None
+
+
+def test_modes_and_models_that_cannot_batch_are_named(tmp_path: Path) -> None:
+    raw = scenario_dict("fedar", tmp_path)
+    raw["training"] = {**raw["training"], "batched": "sometimes"}
+    assert "training.batched" in scenario_error(raw)
+    assert "auto" in scenario_error(raw)
+    on = batched_scenario("fedar", tmp_path, "on")
+    assert batching_mode(Experiment(on, SEED)) == "on"
+    auto = batched_scenario("fedar", tmp_path, "auto")
+    assert batching_mode(Experiment(auto, SEED)) == "auto"  # logreg on the CPU: stacked
