@@ -41,6 +41,10 @@ def joined_round() -> BatchedRound | None:
     return getattr(_worker, "round", None)
 
 
+LOOP = object()
+"""The result of a job that runs in the per-client loop after all."""
+
+
 class RoundClosed(BaseException):
     """Raised in a waiting call when its round is closed before it could resume."""
 
@@ -80,6 +84,8 @@ class Worker:
             call = self.call
             if call is None:  # the round is closed
                 return
+            if torch.get_num_threads() != self.owner.threads:  # per thread (OpenMP's)
+                torch.set_num_threads(self.owner.threads)
             try:
                 self.outcome = Outcome(value=call())
             except RoundClosed:
@@ -89,7 +95,7 @@ class Worker:
             self.call = None
             self.owner.back.release()
 
-    def wait_for(self, model: nn.Module, job: SGDJob) -> JobResult:
+    def wait_for(self, model: nn.Module, job: SGDJob) -> Any:
         """Leave ``job`` to the round and wait for its result (in this worker's thread)."""
         self.job, self.result = (model, job), None
         self.owner.back.release()
@@ -116,6 +122,7 @@ class BatchedRound:
         self.mode = mode
         self.back = threading.Semaphore(0)
         self.workers: list[Worker] = []
+        self.threads = torch.get_num_threads()
         self._why: WeakKeyDictionary[nn.Module, str | None] = WeakKeyDictionary()
 
     def __enter__(self) -> BatchedRound:
@@ -134,7 +141,9 @@ class BatchedRound:
         self.workers = []
 
     def run(self, calls: Sequence[Callable[[], Any]]) -> list[Outcome]:
-        """Run ``calls`` together; their outcomes in call order."""
+        """Run ``calls`` together; their outcomes in call order. The calls' torch uses
+        the caller's number of intra-op threads."""
+        self.threads = torch.get_num_threads()
         while len(self.workers) < len(calls):
             self.workers.append(Worker(self))
         workers = self.workers[: len(calls)]
@@ -153,13 +162,17 @@ class BatchedRound:
         w.go.release()
         self.back.acquire()
 
-    def stacked(self, jobs: Sequence[tuple[nn.Module, SGDJob]]) -> list[JobResult | BaseException]:
-        """Each waiting job's result: one stacked run per model object."""
-        out: list[JobResult | BaseException] = [RuntimeError("not run")] * len(jobs)
+    def stacked(self, jobs: Sequence[tuple[nn.Module, SGDJob]]) -> list[Any]:
+        """Each waiting job's result (or exception): one stacked run per model object
+        (:data:`LOOP` for a job alone with its model: the per-client loop runs it)."""
+        out: list[Any] = [RuntimeError("not run")] * len(jobs)
         groups: dict[int, list[int]] = {}
         for i, (model, _) in enumerate(jobs):
             groups.setdefault(id(model), []).append(i)
         for members in groups.values():
+            if len(members) == 1:  # alone: the per-client loop, bit for bit (LOOP)
+                out[members[0]] = LOOP
+                continue
             model = jobs[members[0]][0]
             try:
                 results: list[Any] = stacked_sgd(model, [jobs[i][1] for i in members])
@@ -182,8 +195,9 @@ class BatchedRound:
     ) -> tuple[list[float], int, int] | None:
         """The calling client's ``sgd_passes`` through the stack: (every step's loss, the
         last pass's number of steps, K), the trained parameters in ``model`` (and the last
-        step's gradients in their ``grad``, as the per-client loop leaves them); or None when
-        ``auto`` leaves this client to the per-client loop."""
+        step's gradients in their ``grad``, as the per-client loop leaves them); or None for
+        the per-client loop: when ``auto`` leaves this client to it, or when the client
+        trains alone in its round (nothing to stack: the loop's own result, bit for bit)."""
         why = self.refusal(model, optimizer)
         if why is not None:
             if self.mode == "auto":
@@ -192,6 +206,11 @@ class BatchedRound:
         params = parameter_list(model)
         job = SGDJob([p.detach().clone() for p in params], one_pass, **settings)
         result = _worker.me.wait_for(model, job)
+        if result is LOOP:  # the model as this client left it, for the per-client loop
+            with torch.no_grad():
+                for p, start in zip(params, job.start):
+                    p.copy_(start)
+            return None
         with torch.no_grad():
             for p, trained, grad in zip(params, result.params, result.grads):
                 p.copy_(trained)

@@ -159,3 +159,14 @@ def test_dropout_is_refused_by_on_and_left_to_the_loop_by_auto() -> None:
 def test_a_mode_other_than_on_or_auto_is_refused() -> None:
     with pytest.raises(ValueError, match="'on' or 'auto'"):
         BatchedRound("off")
+
+
+def test_a_client_alone_in_its_round_trains_in_the_per_client_loop_bit_for_bit() -> None:
+    model = build_model("logreg", (6,), 3, seed=0)
+    theta = get_weights(model)
+    alone = fit(trainer_of(model, 2), theta)
+    with BatchedRound("on") as batch:
+        (together,) = batch.run([lambda: fit(trainer_of(model, 2), theta)])
+    assert together.get()[1] == alone[1]
+    for a, b in zip(alone[0], together.get()[0]):
+        np.testing.assert_array_equal(a, b)

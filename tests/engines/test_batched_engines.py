@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from fedram_flwr.engines.batching import batching_mode
+from fedram_flwr.clients.models import build_model
+from fedram_flwr.engines.batching import batching_mode, stacked_is_faster
 from fedram_flwr.engines.experiment import Experiment
 from fedram_flwr.engines.in_process import run_in_process
 from fedram_flwr.engines.message_in_process import run_message_in_process
@@ -91,3 +92,5 @@ def test_modes_and_models_that_cannot_batch_are_named(tmp_path: Path) -> None:
     assert batching_mode(Experiment(on, SEED)) == "on"
     auto = batched_scenario("fedar", tmp_path, "auto")
     assert batching_mode(Experiment(auto, SEED)) == "auto"  # logreg on the CPU: stacked
+    assert stacked_is_faster(build_model("logreg", (6,), 3, 0))
+    assert not stacked_is_faster(build_model("cnn", (1, 28, 28), 10, 0))  # auto: the loop
