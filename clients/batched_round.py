@@ -93,12 +93,12 @@ class Worker:
             except BaseException as err:  # noqa: BLE001 - handed to the caller
                 self.outcome = Outcome(error=err)
             self.call = None
-            self.owner.back.release()
+            self.owner.pass_on()
 
     def wait_for(self, model: nn.Module, job: SGDJob) -> Any:
         """Leave ``job`` to the round and wait for its result (in this worker's thread)."""
         self.job, self.result = (model, job), None
-        self.owner.back.release()
+        self.owner.pass_on()
         self.go.acquire()
         result, self.result = self.result, None
         if result is None:
@@ -122,6 +122,8 @@ class BatchedRound:
         self.mode = mode
         self.back = threading.Semaphore(0)
         self.workers: list[Worker] = []
+        self.queue: list[Worker] = []  # the workers of a relay, in turn
+        self.turn = 0
         self.threads = torch.get_num_threads()
         self._why: WeakKeyDictionary[nn.Module, str | None] = WeakKeyDictionary()
 
@@ -149,18 +151,31 @@ class BatchedRound:
         workers = self.workers[: len(calls)]
         for w, call in zip(workers, calls):
             w.call, w.outcome, w.job = call, None, None
-            self.resume(w)
+        self.relay(workers)
         while waiting := [w for w in workers if w.job is not None]:
             results = self.stacked([w.job for w in waiting])
             for w, result in zip(waiting, results):
                 w.job, w.result = None, result
-                self.resume(w)
+            self.relay(waiting)
         return [w.outcome or Outcome(error=RuntimeError("a call did not return")) for w in workers]
 
-    def resume(self, w: Worker) -> None:
-        """Let ``w`` run until it waits again or its call returns."""
-        w.go.release()
-        self.back.acquire()
+    def relay(self, workers: Sequence[Worker]) -> None:
+        """Let each of ``workers`` in turn run until it waits again or its call returns;
+        each hands the turn to the next itself (:meth:`pass_on`), the last one back here:
+        one thread switch per call, not two."""
+        if workers:
+            self.queue, self.turn = list(workers), 0
+            workers[0].go.release()
+            self.back.acquire()
+
+    def pass_on(self) -> None:
+        """End the running worker's turn (called in its thread): the next one's, or
+        back to the round."""
+        self.turn += 1
+        if self.turn < len(self.queue):
+            self.queue[self.turn].go.release()
+        else:
+            self.back.release()
 
     def stacked(self, jobs: Sequence[tuple[nn.Module, SGDJob]]) -> list[Any]:
         """Each waiting job's result (or exception): one stacked run per model object
