@@ -131,3 +131,11 @@ def test_many_clients_table_shows_the_batched_column_and_its_memory() -> None:
     lines = bench.table([row, {**older, "workload": "fedar-logreg"}]).splitlines()
     assert "| 0.020 | - | 1.25 | 0.50 | - | 12.5 | stacked |" in lines[2]
     assert lines[3].endswith("| 0.050 | - | - | 1.25 | - | - | - | - |")
+
+
+def test_stacked_sgd_bench_times_both_and_they_agree() -> None:
+    bench = load_bench("stacked_sgd")
+    row = bench.measure("ca-fed-synthetic", repeats=1)
+    assert (row["clients"], row["steps"], row["batch"]) == (100, 2, 32)
+    assert row["loop_ms"] > 0 and row["stacked_ms"] > 0
+    assert row["max_abs_diff"] < 1e-5  # float32 rounding, the same batches
