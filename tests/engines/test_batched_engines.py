@@ -7,6 +7,7 @@ path itself."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -94,3 +95,19 @@ def test_modes_and_models_that_cannot_batch_are_named(tmp_path: Path) -> None:
     assert batching_mode(Experiment(auto, SEED)) == "auto"  # logreg on the CPU: stacked
     assert stacked_is_faster(build_model("logreg", (6,), 3, 0))
     assert not stacked_is_faster(build_model("cnn", (1, 28, 28), 10, 0))  # auto: the loop
+
+
+def test_on_with_a_model_that_cannot_batch_fails_naming_why_and_auto_keeps_the_loop(
+    tmp_path: Path,
+) -> None:
+    model = build_model("fedawe-cnn-cinic10", (3, 8, 8), 10, 0)  # dropout 0.2 (Table 6)
+
+    def exp(mode: str) -> SimpleNamespace:
+        scenario = SimpleNamespace(
+            training=SimpleNamespace(batched=mode), model=SimpleNamespace(name="fedawe-cnn")
+        )
+        return SimpleNamespace(scenario=scenario, client_model=lambda: model)
+
+    with pytest.raises(ValueError, match="training.batched: on, but model.name fedawe-cnn"):
+        batching_mode(exp("on"))
+    assert batching_mode(exp("auto")) is None
