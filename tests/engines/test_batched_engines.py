@@ -33,24 +33,31 @@ def batched_scenario(name: str, folder: Path, mode: str, device: str = "cpu"):
 
 
 def assert_close_runs(reference: RunDirectory, run: RunDirectory, name: str) -> None:
-    """Same clients each round, same rows (keys, integers, strings; floats to TOL), same
-    final model to TOL."""
+    """Same clients each round, same rows and final summary (keys, integers, strings;
+    floats to 1e-4 relative), same final model to TOL."""
     assert reference.status() == run.status() == "complete", name
     assert relayed(reference) == relayed(run), f"{name}: relayed clients differ"
     for a, b in zip(final_arrays(reference), final_arrays(run), strict=True):
         np.testing.assert_allclose(b, a, **TOL, err_msg=f"{name}: final models differ")
+    assert_close_values(reference.read_summary()["final"], run.read_summary()["final"], name)
     rows_a, rows_b = reference.read_metrics(), run.read_metrics()
     assert len(rows_a) == len(rows_b), name
     for row_a, row_b in zip(rows_a, rows_b):
-        assert row_a.keys() == row_b.keys(), name
-        for key in (k for k in row_a if not k.endswith("seconds")):
-            a, b = row_a[key], row_b[key]
-            if isinstance(a, float) or isinstance(b, float):
-                assert b == pytest.approx(a, rel=1e-4, abs=1e-5), f"{name}: {key}"
-            elif isinstance(a, list) and a and isinstance(a[0], float):
-                np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-5, err_msg=f"{name}: {key}")
-            else:
-                assert a == b, f"{name}: {key}"
+        assert_close_values(row_a, row_b, name)
+
+
+def assert_close_values(a: dict, b: dict, name: str) -> None:
+    """The same keys; floats (alone or in lists) within 1e-4 relative, the rest equal;
+    timings aside."""
+    assert a.keys() == b.keys(), name
+    for key in (k for k in a if not k.endswith("seconds")):
+        x, y = a[key], b[key]
+        if isinstance(x, float) or isinstance(y, float):
+            assert y == pytest.approx(x, rel=1e-4, abs=1e-5), f"{name}: {key}"
+        elif isinstance(x, list) and x and isinstance(x[0], float):
+            np.testing.assert_allclose(y, x, rtol=1e-4, atol=1e-5, err_msg=f"{name}: {key}")
+        else:
+            assert x == y, f"{name}: {key}"
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
