@@ -31,7 +31,7 @@ from torch import nn
 from torch.func import functional_call, grad_and_value, vmap
 from torch.nn import functional as F
 
-from fedram_flwr.clients.batches import Batch, OnePass
+from fedram_flwr.clients.batches import Batch, Gather, OnePass
 from fedram_flwr.clients.models import SeededDropout, module_list, parameter_list
 
 REFUSED_MODULES = (nn.modules.batchnorm._NormBase, nn.modules.dropout._DropoutNd, SeededDropout)
@@ -68,15 +68,18 @@ class SGDJob:
     grad_offset: Sequence[torch.Tensor] | None = None
     pass_lengths: list[int] = field(default_factory=list)
 
-    def batches(self) -> Iterator[Batch]:
+    def batches(self) -> Iterator[Batch | Gather]:
         """The job's mini-batches in step order, drawn as ``sgd_passes`` draws them (a
-        pass started only when a step needs it, no batch beyond the last step gathered);
-        records each pass's number of steps in ``pass_lengths``."""
+        pass started only when a step needs it, no batch beyond the last step gathered):
+        in-memory data's as :class:`~fedram_flwr.clients.batches.Gather` items (the same
+        indices, gathered into the stack); records each pass's number of steps in
+        ``pass_lengths``."""
         if self.steps is None and self.epochs < 1:
             raise ValueError(f"local-epochs must be >= 1, got {self.epochs}")
         taken = 0
+        start = getattr(self.one_pass, "gathers", self.one_pass)  # the indices, where known
         for _ in range(self.epochs) if self.steps is None else itertools.count():
-            one = self.one_pass()
+            one = start()
             batches = one if self.steps is None else itertools.islice(one, self.steps - taken)
             n = 0
             for batch in batches:
@@ -184,23 +187,28 @@ def client_loss(model: nn.Module) -> Callable[..., torch.Tensor]:
 
 
 def stacked_batches(
-    pulled: Sequence[Batch], dtype: torch.dtype
+    pulled: Sequence[Batch | Gather], dtype: torch.dtype
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The step's batches on a leading client axis, padded to the largest (zeros, label
-    0), and each row's weight in its client's mean (1 / its batch size; 0: padding)."""
-    sizes = [len(y) for _, y in pulled]
-    x0, y0 = pulled[0]
-    largest = max(sizes)
-    if all(s == largest for s in sizes):
-        x = torch.stack([b[0] for b in pulled])
-        y = torch.stack([b[1] for b in pulled])
-        w = torch.full((len(pulled), largest), 1.0 / largest, dtype=dtype, device=x0.device)
-        return x, y, w
-    x = x0.new_zeros((len(pulled), largest, *x0.shape[1:]))
-    y = y0.new_zeros((len(pulled), largest))
-    w = torch.zeros((len(pulled), largest), dtype=dtype, device=x0.device)
-    for r, ((xb, yb), s) in enumerate(zip(pulled, sizes)):
-        x[r, :s], y[r, :s], w[r, :s] = xb, yb, 1.0 / s
+    """The step's batches on a leading client axis (a :class:`Gather`'s rows gathered
+    straight into it), padded to the largest (zeros, label 0), and each row's weight in
+    its client's mean (1 / its batch size; 0: padding)."""
+    sizes = [len(b.idx) if isinstance(b, Gather) else len(b[1]) for b in pulled]
+    x0, y0 = pulled[0][0], pulled[0][1]  # a Gather's (x, y) or the batch
+    largest, full = max(sizes), min(sizes) == max(sizes)
+    make = torch.empty if full else torch.zeros
+    x = make((len(pulled), largest, *x0.shape[1:]), dtype=x0.dtype, device=x0.device)
+    y = make((len(pulled), largest), dtype=y0.dtype, device=y0.device)
+    for r, (b, s) in enumerate(zip(pulled, sizes)):
+        if isinstance(b, Gather):
+            torch.index_select(b.x, 0, b.idx, out=x[r, :s])
+            torch.index_select(b.y, 0, b.idx, out=y[r, :s])
+        else:
+            x[r, :s], y[r, :s] = b
+    if full:
+        return x, y, torch.full((len(pulled), largest), 1.0 / largest, dtype=dtype, device=x.device)
+    w = torch.zeros((len(pulled), largest), dtype=dtype, device=x.device)
+    for r, s in enumerate(sizes):
+        w[r, :s] = 1.0 / s
     return x, y, w
 
 
