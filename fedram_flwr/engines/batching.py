@@ -28,9 +28,9 @@ def stacked_is_faster(model: nn.Module) -> bool:
     """Where stacked SGD measured faster than the per-client loop (bench/many_clients.py on
     the CPU, docs/performance.md): a model without convolutions (rounds of logistic
     models, batched against per-client in the same run, 0.47-1.08, mostly below 1). A
-    stacked convolution (a grouped one, one group per client) measured 1.7-1.8x slower
-    than the clients' own on the CPU; on a GPU it was not measured, so ``auto`` keeps the
-    loop there too."""
+    stacked convolution (a grouped one, one group per client) measured 2.4-3.3x the
+    per-client round on the CPU (100-client LeNet-5); on a GPU it was not measured, so
+    ``auto`` keeps the loop there too."""
     return not any(isinstance(m, nn.modules.conv._ConvNd) for m in module_list(model))
 
 
