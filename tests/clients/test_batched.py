@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 import torch
 from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
 
 from fedram_flwr.clients.batched import SGDJob, stacked_sgd, unbatchable
 from fedram_flwr.clients.batched_round import BatchedRound
-from fedram_flwr.clients.batches import ArrayData
+from fedram_flwr.clients.batches import ArrayData, LoaderData
 from fedram_flwr.clients.models import build_model, get_weights, parameter_list, set_weights
 from fedram_flwr.clients.training import LocalTrainer, sgd_passes
 from fedram_flwr.protocol import SERVER_ROUND, TRAIN_LOSS
@@ -96,6 +97,27 @@ def test_stacked_sgd_equals_the_per_client_loop(case: str, device: str) -> None:
             np.testing.assert_allclose(b.cpu().numpy(), a, **TOL)
         if s is not None:
             assert s_stacked[0] == pytest.approx(s, abs=1e-9)
+
+
+def test_batches_from_a_data_loader_stack_as_the_loop_takes_them() -> None:
+    """A user's loader (batches already gathered, a smaller last one): the same weights."""
+    model = build_model("logreg", (6,), 3, seed=0)
+    theta = get_weights(model)
+    loaders = []
+    for k, n in enumerate(SIZES):
+        x, y = client_arrays(k, n)
+        dataset = TensorDataset(torch.from_numpy(x), torch.from_numpy(y))
+        loaders.append(LoaderData(DataLoader(dataset, batch_size=4)))
+    alone = []
+    for data in loaders:
+        set_weights(model, theta)
+        sgd_passes(model, data.passes({}), epochs=2, lr=0.1)
+        alone.append(get_weights(model))
+    start = [torch.from_numpy(a) for a in theta]
+    jobs = [SGDJob(start, data.passes({}), epochs=2, lr=0.1) for data in loaders]
+    for weights, result in zip(alone, stacked_sgd(model, jobs)):
+        for a, b in zip(weights, result.params):
+            np.testing.assert_allclose(b.numpy(), a, **TOL)
 
 
 def trainer_of(model: nn.Module, k: int, local_steps: int | None = None) -> LocalTrainer:
