@@ -11,8 +11,10 @@ local SGD). Everything a client does besides SGD (its objective's state, hooks, 
 is the per-client code, unchanged; the clients' models may be one shared object, as a
 call's parameters are copied when it waits and written back when it resumes.
 
-One call runs at any time, so the threads add no concurrency: the same per-client
-inputs give the same per-client results, whatever the order. A client's
+A call alone with its model in a round trains in the per-client loop (nothing to stack:
+its result bit for bit). Each call hands the turn to the next itself (one thread switch
+per call): one call runs at any time, so the threads add no concurrency, and the same
+per-client inputs give the same per-client results, whatever the order. A client's
 ``train-seconds`` is the time from its SGD's call to its results: the whole stacked
 computation of its round.
 """
