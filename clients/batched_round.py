@@ -15,8 +15,8 @@ A call alone with its model in a round trains in the per-client loop (nothing to
 its result bit for bit). Each call hands the turn to the next itself (one thread switch
 per call): one call runs at any time, so the threads add no concurrency, and the same
 per-client inputs give the same per-client results, whatever the order. A client's
-``train-seconds`` is the time from its SGD's call to its results: the whole stacked
-computation of its round.
+``train-seconds`` is the time from its SGD's call to its resumption: the round's stacked
+computation and the other calls' turns in between.
 """
 
 from __future__ import annotations
