@@ -137,11 +137,11 @@ def stacked_sgd(model: nn.Module, jobs: Sequence[SGDJob]) -> list[JobResult]:
     while active:
         pulled = [next(streams[j], None) for j in active]
         done = [r for r, b in enumerate(pulled) if b is None]
-        if done:  # the rows of finished clients leave the stack
-            for r in done:
+        if done:  # the rows of finished clients leave the stack (views: a stack left
+            for r in done:  # behind is never written again)
                 trained[active[r]] = (
-                    [params[n][r].clone() for n in names],
-                    [corrected[n][r].clone() for n in names],
+                    [params[n][r] for n in names],
+                    [corrected[n][r] for n in names],
                 )
             keep = [r for r, b in enumerate(pulled) if b is not None]
             if not keep:
@@ -192,7 +192,7 @@ def stacked_batches(
     """The step's batches on a leading client axis (a :class:`Gather`'s rows gathered
     straight into it), padded to the largest (zeros, label 0), and each row's weight in
     its client's mean (1 / its batch size; 0: padding)."""
-    sizes = [len(b.idx) if isinstance(b, Gather) else len(b[1]) for b in pulled]
+    sizes = [(b.idx if isinstance(b, Gather) else b[1]).shape[0] for b in pulled]
     x0, y0 = pulled[0][0], pulled[0][1]  # a Gather's (x, y) or the batch
     largest, full = max(sizes), min(sizes) == max(sizes)
     make = torch.empty if full else torch.zeros
