@@ -20,6 +20,7 @@ from fedram_flwr.engines.in_process import run_in_process
 from fedram_flwr.engines.message_in_process import run_message_in_process
 from fedram_flwr.registry import scenario_from_dict
 from fedram_flwr.rundir.outputs import RunDirectory
+from fedram_flwr.scenario.schema import load_yaml
 from tests.engines.cases import CASES, SEED, scenario_dict
 from tests.helpers import final_arrays, relayed, scenario_error
 
@@ -96,6 +97,11 @@ def test_modes_and_models_that_cannot_batch_are_named(tmp_path: Path) -> None:
     raw["training"] = {**raw["training"], "batched": "sometimes"}
     assert "training.batched" in scenario_error(raw)
     assert "auto" in scenario_error(raw)
+    raw["training"]["batched"] = True  # YAML's unquoted on
+    assert scenario_from_dict(raw).training.batched == "on"
+    assert load_yaml("training: {batched: off}", "test")["training"]["batched"] is False
+    raw["training"]["batched"] = False
+    assert scenario_from_dict(raw).training.batched == "off"
     on = batched_scenario("fedar", tmp_path, "on")
     assert batching_mode(Experiment(on, SEED)) == "on"
     auto = batched_scenario("fedar", tmp_path, "auto")
