@@ -11,12 +11,19 @@ Four workloads (evaluation off; seed 0):
   = gamma = 0.1): the CNN, H=20 local epochs, one relayed client a round.
 
 Per workload, alternating ``--repeats`` times in one process: ``in_process_s`` (``fedram
-run`` 's engine), ``plain_s`` (the reference: for each client that trained in that
+run`` 's engine), ``batched_s`` (the same engine with ``training.batched: on``: each
+round's clients' SGD stacked, :mod:`fedram_flwr.clients.batched`), ``plain_s`` (the
+reference: for each client that trained in that
 round of the engine's run, a fresh torch model loaded with the global weights, the same
 number of mini-batch steps of the same batch size with cross-entropy and a hand-written
 SGD step with weight decay, the client's data already tensors, then the example-weighted
 average of the models) and ``flwr_s`` (Flower's Simulation Engine, ``--skip-flwr`` to
-leave it out). Each figure is the median of the per-round wall times of rounds
+leave it out). ``batched_peak_mb``: on a GPU the peak of ``torch.cuda.max_memory_allocated``
+over the batched runs (``in_process_peak_mb`` beside it); on the CPU the growth of the
+process's peak resident set (``ru_maxrss``) during the first batched run, which runs after
+the per-client one (0: it stayed under the peak before). ``auto`` names what
+``training.batched: auto`` does with the workload (``stacked`` or ``loop``). Each figure is
+the median of the per-round wall times of rounds
 2..R-1 (round 1 warms up, the last evaluates) over all repeats; ``flwr_s`` excludes the
 engine's start-up; the in-process runs checkpoint as often as a run of the scenario's own
 length would (:func:`full_length_checkpoints`), not after every one of the R rounds.
@@ -37,6 +44,7 @@ import json
 import math
 import os
 import platform
+import resource
 import statistics
 import tempfile
 import time
@@ -51,6 +59,7 @@ from torch.nn import functional as F
 from fedram_flwr.clients.batches import batches_per_pass
 from fedram_flwr.clients.models import LeNetCNN, get_weights, resolve_device
 from fedram_flwr.engines import run_in_process, run_with_flwr
+from fedram_flwr.engines.batching import batching_mode
 from fedram_flwr.engines.experiment import Experiment
 from fedram_flwr.registry import load_scenario, with_overrides
 from fedram_flwr.rundir import default_checkpoint_every
@@ -198,28 +207,58 @@ def measure(name: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     s = workload(name, args.rounds, args.device)
     device = resolve_device(args.device)
     Experiment(s, 0).data  # load (and cache) the data outside the timings
-    times: dict[str, list[float]] = {"plain": [], "in_process": [], "flwr": []}
+    batched = with_overrides(s, {"training.batched": "on"})
+    times: dict[str, list[float]] = {"plain": [], "in_process": [], "batched": [], "flwr": []}
+    peaks: dict[str, float] = {"in_process": 0.0, "batched": 0.0}
     relayed: list[list[int]] = []
     for rep in range(args.repeats):
-        rows = in_process(s, tmp / f"{name}-in-process-{rep}", full_length_checkpoints(name))
+        every = full_length_checkpoints(name)
+        with peak_memory(device, peaks, "in_process"):
+            rows = in_process(s, tmp / f"{name}-in-process-{rep}", every)
         relayed = [r.get("relayed", []) for r in rows if r["round"] > 0]
         times["in_process"] += [r["round-seconds"] for r in timed(rows)]
+        with peak_memory(device, peaks, "batched", rss=rep == 0):
+            rows = in_process(batched, tmp / f"{name}-batched-{rep}", every)
+        if [r.get("relayed", []) for r in rows if r["round"] > 0] != relayed:
+            raise RuntimeError(f"{name}: the batched run trained other clients")
+        times["batched"] += [r["round-seconds"] for r in timed(rows)]
         times["plain"] += [r["round-seconds"] for r in timed(plain_loop(s, relayed, device))]
         if not args.skip_flwr:
             rows = simulation(s, tmp / f"{name}-flwr-{rep}")
             times["flwr"] += [r["round-seconds"] for r in timed(rows)]
+    auto = batching_mode(Experiment(with_overrides(s, {"training.batched": "auto"}), 0))
     result: dict[str, Any] = {
         "workload": name,
         "clients_per_round": statistics.mean(len(c) for c in relayed[1:-1]),
         "timed_rounds": len(times["plain"]),
+        "auto": "loop" if auto is None else "stacked",
+        "batched_peak_mb": round(peaks["batched"], 1),
     }
+    if device.type == "cuda":
+        result["in_process_peak_mb"] = round(peaks["in_process"], 1)
     for key, values in times.items():
         result[f"{key}_s"] = statistics.median(values) if values else None
-    for key in ("in_process", "flwr"):
+    for key in ("in_process", "batched", "flwr"):
         value = result[f"{key}_s"]
         result[f"{key}_over_plain"] = None if value is None else value / result["plain_s"]
     print(json.dumps(result), flush=True)
     return result
+
+
+@contextlib.contextmanager
+def peak_memory(device: torch.device, peaks: dict[str, float], key: str, rss: bool = False):
+    """Raise ``peaks[key]`` (MB) to the peak memory of the block: the GPU's allocated
+    peak, or with ``rss`` on the CPU the growth of the process's peak resident set."""
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    yield
+    if device.type == "cuda":
+        peaks[key] = max(peaks[key], torch.cuda.max_memory_allocated() / 2**20)
+    elif rss:
+        grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+        peaks[key] = max(peaks[key], grown / 1024)
 
 
 def table(results: list[dict[str, Any]]) -> str:
@@ -227,15 +266,19 @@ def table(results: list[dict[str, Any]]) -> str:
         return "-" if v is None else format(v, fmt)
 
     lines = [
-        "| workload | clients / round | plain s | in-process s | Simulation s "
-        "| in-process / plain | Simulation / plain |",
-        "|---|---|---|---|---|---|---|",
+        "| workload | clients / round | plain s | in-process s | batched s | Simulation s "
+        "| in-process / plain | batched / plain | Simulation / plain | batched peak MB "
+        "| auto |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         lines.append(
             f"| {r['workload']} | {r['clients_per_round']:.1f} | {r['plain_s']:.3f} | "
-            f"{r['in_process_s']:.3f} | {cell(r['flwr_s'], '.3f')} | "
-            f"{r['in_process_over_plain']:.2f} | {cell(r['flwr_over_plain'], '.2f')} |"
+            f"{r['in_process_s']:.3f} | {cell(r.get('batched_s'), '.3f')} | "
+            f"{cell(r['flwr_s'], '.3f')} | {r['in_process_over_plain']:.2f} | "
+            f"{cell(r.get('batched_over_plain'), '.2f')} | "
+            f"{cell(r['flwr_over_plain'], '.2f')} | {cell(r.get('batched_peak_mb'), '.1f')} | "
+            f"{r.get('auto', '-')} |"
         )
     return "\n".join(lines) + "\n"
 

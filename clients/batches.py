@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 import torch
@@ -45,21 +45,35 @@ def array_pass(
     """Passes over in-memory (x, y), arrays or tensors, kept on ``device`` (default:
     where they are; an array shares its memory on the CPU): each pass a fresh permutation
     drawn from ``rng`` and copied there, cut into ``batches_per_pass`` mini-batches of
-    ``batch_size``, gathered by ``index_select``."""
+    ``batch_size``, gathered by ``index_select``. Its ``gathers`` attribute starts the
+    same pass (the same draw) as :class:`Gather` items, the rows not gathered yet."""
     where = None if device is None else torch.device(device)
     xt, yt = (torch.as_tensor(a) if where is None else on_device(a, where) for a in (x, y))
     per_pass = batches_per_pass(len(yt), batch_size, drop_last)
 
     starts = range(0, per_pass * batch_size, batch_size)
 
-    def one_pass() -> Iterable[Batch]:
+    def index_pass() -> Iterable[torch.Tensor]:
         order = torch.from_numpy(rng.permutation(len(yt))).to(xt.device)
         # A slice of ``order`` per batch taken: ``order.split(batch_size)``'s pieces, without
         # making all of a large client's ceil(n / B) views when K steps take a few.
-        slices = (order[i : i + batch_size] for i in starts)
-        return ((xt.index_select(0, idx), yt.index_select(0, idx)) for idx in slices)
+        return (order[i : i + batch_size] for i in starts)
 
+    def one_pass() -> Iterable[Batch]:
+        return ((xt.index_select(0, idx), yt.index_select(0, idx)) for idx in index_pass())
+
+    # The same passes with each batch's rows not gathered yet (stacked SGD gathers them
+    # straight into the stack of all clients' batches).
+    one_pass.gathers = lambda: (Gather(xt, yt, idx) for idx in index_pass())  # type: ignore[attr-defined]
     return one_pass
+
+
+class Gather(NamedTuple):
+    """One mini-batch not gathered yet: rows ``idx`` of (``x``, ``y``)."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    idx: torch.Tensor
 
 
 def client_rng(seed: int, server_round: int, partition_id: int) -> np.random.Generator:

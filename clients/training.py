@@ -17,6 +17,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from fedram_flwr.clients.batched_round import joined_round
 from fedram_flwr.clients.batches import (
     ClientData,
     OnePass,
@@ -80,9 +81,19 @@ def sgd_passes(
     mini-batch loss in step order (each as ``loss.item()`` gives it, from the same one
     host copy): CA-Fed's first-batch loss without a ``batch_weight`` (whose
     ``loss.item()`` and extra product per step cost ~25 us each).
+    In a client call of a :class:`~fedram_flwr.clients.batched_round.BatchedRound`
+    (``training.batched``) the steps run stacked with the round's other clients'.
     """
     if steps is None and epochs < 1:
         raise ValueError(f"local-epochs must be >= 1, got {epochs}")
+    if (batch := joined_round()) is not None:  # training.batched: the round's clients stacked
+        hooks = dict(batch_weight=batch_weight, grad_offset=grad_offset)
+        settings = dict(epochs=epochs, lr=lr, steps=steps, weight_decay=weight_decay, **hooks)
+        if (stacked := batch.sgd_passes(model, one_pass, optimizer, **settings)) is not None:
+            values, last_pass, taken = stacked
+            if losses is not None:
+                losses += values
+            return mean_of(values if steps is not None else values[-last_pass:]), taken
     params = parameter_list(model)
     if grad_offset is not None:
         grad_offset = [o.to(p.device) for p, o in zip(params, grad_offset, strict=True)]

@@ -104,3 +104,38 @@ def test_clientapp_cpu_bench_reads_a_process_cpu_and_finds_it_by_name() -> None:
         child.communicate()
     spent = bench.measure([sys.executable, "-c", "pass"])
     assert spent["returncode"] == 0 and spent["clientapp_processes"] == 0
+
+
+def test_many_clients_table_shows_the_batched_column_and_its_memory() -> None:
+    """The batched column, its ratio, its peak memory and what ``auto`` does; rows of an
+    earlier run without a batched column print '-'."""
+    bench = load_bench("many_clients")
+    peaks = {"batched": 0.0}
+    with bench.peak_memory(torch.device("cpu"), peaks, "batched", rss=True):
+        held = np.ones(16 * 2**20 // 8)  # 16 MB the process did not hold before
+    assert held.sum() > 0 and peaks["batched"] >= 0
+    row = {
+        "workload": "ca-fed-synthetic",
+        "clients_per_round": 48.0,
+        "plain_s": 0.04,
+        "in_process_s": 0.05,
+        "batched_s": 0.02,
+        "flwr_s": None,
+        "in_process_over_plain": 1.25,
+        "batched_over_plain": 0.5,
+        "flwr_over_plain": None,
+        "batched_peak_mb": 12.5,
+        "auto": "stacked",
+    }
+    older = {k: v for k, v in row.items() if not k.startswith("batched") and k != "auto"}
+    lines = bench.table([row, {**older, "workload": "fedar-logreg"}]).splitlines()
+    assert "| 0.020 | - | 1.25 | 0.50 | - | 12.5 | stacked |" in lines[2]
+    assert lines[3].endswith("| 0.050 | - | - | 1.25 | - | - | - | - |")
+
+
+def test_stacked_sgd_bench_times_both_and_they_agree() -> None:
+    bench = load_bench("stacked_sgd")
+    row = bench.measure("ca-fed-synthetic", repeats=1)
+    assert (row["clients"], row["steps"], row["batch"]) == (100, 2, 32)
+    assert row["loop_ms"] > 0 and row["stacked_ms"] > 0
+    assert row["max_abs_diff"] < 1e-5  # float32 rounding, the same batches

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from logging import ERROR
 
 from flwr.app import Context, Message, RecordDict
@@ -37,6 +38,8 @@ from flwr.common.logger import log
 from flwr.serverapp.grid import Grid
 from flwr.supercore.run import Run
 from flwr.supercore.task_identity import TaskIdentity
+
+from fedram_flwr.clients.batched_round import BatchedRound
 
 NODE_ID_BASE = 1_000_000
 """Node id of partition p: ``NODE_ID_BASE + p``."""
@@ -71,7 +74,8 @@ class InProcessGrid(Grid):
     """A ``Grid`` of ``num_partitions`` nodes, partition ids 0..n-1, all running
     ``client_app`` in this process (see the module docstring).
 
-    ``run_config``: every node's ``context.run_config``. ``run_id``: the run's id in the
+    ``run_config``: every node's ``context.run_config``. ``batch``: delivers each push's
+    messages together (:meth:`push_messages`). ``run_id``: the run's id in the
     contexts and messages. Creating the grid sets Flower's process-wide ``TaskIdentity``
     to the server's (``SUPERLINK_NODE_ID``, ``run_id``), as Flower's ServerApp runtime
     does, so that ``Message(content, dst_node_id=..., message_type=...)`` works."""
@@ -85,10 +89,12 @@ class InProcessGrid(Grid):
         *,
         run_config: Mapping[str, bool | int | float | str] | None = None,
         run_id: int = 0,
+        batch: BatchedRound | None = None,
     ) -> None:
         if num_partitions < 1:
             raise ValueError(f"num_partitions must be at least 1, got {num_partitions}")
         self.client_app = client_app
+        self.batch = batch
         self._run = Run.create_empty(run_id)
         self.contexts: dict[int, Context] = {
             node_id_of(pid): Context(
@@ -148,15 +154,23 @@ class InProcessGrid(Grid):
         return list(self.contexts)
 
     def push_messages(self, messages: Iterable[Message]) -> list[str]:
-        """Delivers each message to its node now, in order; the ids to pull replies."""
+        """Delivers each message to its node now, in order; the ids to pull replies.
+        With ``batch`` (``training.batched``) the messages are delivered together, their
+        ClientApps' local SGD stacked (the same replies)."""
         ids = []
         self._polls = 0
+        if self.batch is not None:
+            messages = list(messages)
+            for msg in messages:
+                self._check(msg)
+            delivered = self.batch.run([partial(self._deliver, msg) for msg in messages])
+            replies = iter(d.get() for d in delivered)
         for msg in messages:
             self._check(msg)
             msg_id = f"in-process-{self._sent}"
             self._sent += 1
             msg.metadata.__dict__["_message_id"] = msg_id
-            reply = self._deliver(msg)
+            reply = self._deliver(msg) if self.batch is None else next(replies)
             reply.metadata.__dict__["_message_id"] = f"{msg_id}-reply"
             self._replies[msg_id] = reply
             ids.append(msg_id)

@@ -47,6 +47,7 @@ from flwr.common import (
 from flwr.common.logger import FLOWER_LOGGER as flwr_logger
 from flwr.server.client_proxy import ClientProxy
 
+from fedram_flwr.engines.batching import round_batcher
 from fedram_flwr.engines.experiment import Experiment
 from fedram_flwr.engines.flwr.signals import signals_raise
 from fedram_flwr.engines.plot_inputs import write_plot_inputs
@@ -309,7 +310,7 @@ def _serve(
     )
     saved = restore_or_start(out, exp, label, saved, server, contexts)
     server.set_max_workers(1)
-    with quiet_single_threaded():
+    with quiet_single_threaded(), round_batcher(exp) as server.batch:
         server.fit(num_rounds=scenario.rounds, timeout=None)
     if out.status() != "complete":
         raise RuntimeError("the server loop ended before the last round was recorded")

@@ -31,6 +31,7 @@ from flwr.serverapp.strategy import Strategy as MessageStrategy
 from fedram_flwr.clients.app import project_message_app
 from fedram_flwr.clients.models import get_weights
 from fedram_flwr.clients.wire import partition_id
+from fedram_flwr.engines.batching import round_batcher
 from fedram_flwr.engines.experiment import Experiment
 from fedram_flwr.engines.fedbuff_message import serve_fedbuff_grid
 from fedram_flwr.engines.grid import ClientAppFn, InProcessGrid
@@ -143,7 +144,16 @@ def serve_messages(
     """The strategy's ``start`` over the in-process grid, to the last round."""
     parts = components(exp)
     k = exp.scenario.data.num_clients
-    grid = InProcessGrid(parts.client_app, k, run_config=parts.run_config)
+    with round_batcher(exp) as batch:  # training.batched
+        grid = InProcessGrid(parts.client_app, k, run_config=parts.run_config, batch=batch)
+        record_messages(exp, out, label, parts, grid)
+
+
+def record_messages(
+    exp: Experiment, out: RunDirectory, label: str, parts: MessageComponents, grid: InProcessGrid
+) -> None:
+    """The strategy's ``start`` over ``grid``, recorded in ``out``."""
+    k = exp.scenario.data.num_clients
     recorder = MessageRecordingStrategy(
         parts.strategy,
         out,

@@ -22,6 +22,7 @@ they arrive (the pool's: a set of futures) changes nothing.
 
 from __future__ import annotations
 
+from functools import partial
 from logging import INFO
 
 from flwr.common import Code, FitIns, FitRes, Parameters, Scalar
@@ -30,21 +31,32 @@ from flwr.server import Server
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.server import FitResultsAndFailures, fit_client, fit_clients
 
+from fedram_flwr.clients.batched_round import BatchedRound
+
 
 def fit_clients_in_turn(
     client_instructions: list[tuple[ClientProxy, FitIns]],
     timeout: float | None,
     group_id: int,
+    batch: BatchedRound | None = None,
 ) -> FitResultsAndFailures:
     """Flower's ``fit_clients`` (1.39) with one worker, run in this thread: each
     client's ``fit`` in instruction order; a reply with status OK is a result, one with
     another status or an exception (``Exception``: an interrupt or a signal's exception
-    ends the run, as it would in the pool's waiting thread) a failure."""
+    ends the run, as it would in the pool's waiting thread) a failure. With ``batch``
+    (``training.batched``) the fits run together, their local SGD stacked
+    (:class:`~fedram_flwr.clients.batched_round.BatchedRound`): the same results and
+    failures, in the same order."""
     results: list[tuple[ClientProxy, FitRes]] = []
     failures: list[tuple[ClientProxy, FitRes] | BaseException] = []
-    for proxy, ins in client_instructions:
+    if batch is not None:
+        calls = [partial(fit_client, p, ins, timeout, group_id) for p, ins in client_instructions]
+        outcomes = batch.run(calls)
+    for i, (proxy, ins) in enumerate(client_instructions):
         try:
-            result = fit_client(proxy, ins, timeout, group_id)
+            result = (
+                fit_client(proxy, ins, timeout, group_id) if batch is None else outcomes[i].get()
+            )
         except Exception as err:  # noqa: BLE001 - Flower's pool records it as a failure
             failures.append(err)
             continue
@@ -54,7 +66,11 @@ def fit_clients_in_turn(
 
 class StrategyEveryRound(Server):
     """``flwr.server.Server`` whose ``fit_round`` hands an empty round to the strategy
-    (``aggregate_fit`` with no results and no failures) instead of cancelling it."""
+    (``aggregate_fit`` with no results and no failures) instead of cancelling it.
+    ``batch``: with one worker, the round's fits run together through it
+    (``training.batched``, :func:`fit_clients_in_turn`)."""
+
+    batch: BatchedRound | None = None
 
     def received(
         self,
@@ -87,7 +103,7 @@ class StrategyEveryRound(Server):
             )
             if self.max_workers == 1:
                 results, failures = fit_clients_in_turn(
-                    client_instructions, timeout, group_id=server_round
+                    client_instructions, timeout, group_id=server_round, batch=self.batch
                 )
             else:
                 results, failures = fit_clients(

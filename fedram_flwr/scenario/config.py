@@ -217,6 +217,10 @@ class TrainingConfig:
     # (cuda where torch sees one, else cpu). Data and models stay on it; GPU arithmetic
     # rounds differently from the CPU's (results agree to a tolerance, not bit for bit).
     device: Literal["cpu", "cuda", "auto"] = "cpu"
+    # The in-process engines' rounds: each client's local SGD in turn (off), or the round's
+    # clients' SGD as one stacked torch.func computation (on; auto: where it is exact and
+    # faster, fedram_flwr.clients.batched_round). Results agree to float32 rounding.
+    batched: Literal["auto", "on", "off"] = "off"
 
     def __post_init__(self) -> None:
         check_range("training.lr", self.lr, 0.0, None, lo_open=True)
@@ -302,7 +306,7 @@ class Scenario:
         out = plain(dataclasses.asdict(self))
         # Defaults of settings added later are left out: run folders (scenario.yaml,
         # fingerprints) written before the setting existed still match their scenarios.
-        for key, default in (("device", "cpu"), ("lr_schedule", "constant")):
+        for key, default in (("device", "cpu"), ("lr_schedule", "constant"), ("batched", "off")):
             if out["training"][key] == default:
                 del out["training"][key]
         if out["max_failed_rounds"] == DEFAULT_MAX_FAILED_ROUNDS:

@@ -240,6 +240,8 @@ def _coerce(tp: Any, value: Any, name: str) -> Any:
                 errors.append(str(err).removeprefix(f"{name}: "))
         raise ScenarioError(f"{name}: {'; or '.join(errors)}")
     if origin is Literal:
+        if isinstance(value, bool) and {"on", "off"} <= set(args):
+            value = "on" if value else "off"  # YAML 1.1 reads an unquoted on / off as a bool
         if value not in args:
             raise ScenarioError(
                 f"{name}: {value!r} is not allowed; allowed values: {', '.join(map(str, args))}"

@@ -82,7 +82,7 @@ def test_unknown_key_in_section(scenario_dict) -> None:
     scenario_dict["training"]["learning_rate"] = 0.1
     msg = build_error(scenario_dict)
     assert "training.learning_rate: unknown key" in msg
-    allowed = "batch_size, device, drop_last, local_epochs, local_steps, lr, lr_schedule, "
+    allowed = "batch_size, batched, device, drop_last, local_epochs, local_steps, lr, lr_schedule, "
     assert allowed + "weight_decay" in msg
 
 
