@@ -134,7 +134,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         overrides["seeds"] = args.seeds  # checked as the scenario's seeds are
     if overrides:
         scenario = with_overrides(scenario, overrides)
-    refuse_wall_clock_on_legacy(scenario, args)
+    refuse_what_the_engine_cannot_run(scenario, args)
     args.track = requested(args.track)
     if args.ray is not None:  # the tasks run in other processes, maybe other machines
         args.out = args.out.absolute()
@@ -190,11 +190,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def refuse_wall_clock_on_legacy(scenario: Scenario, args: argparse.Namespace) -> None:
-    """Refuse the wall clock through the legacy API (a server loop calling its clients one
-    after another), naming why, before any run starts: FedBuff's
-    ``algorithm.params.clock: wall`` and the rounds of ``time.clock: wall``."""
+def refuse_what_the_engine_cannot_run(scenario: Scenario, args: argparse.Namespace) -> None:
+    """Refuse, naming why, before any run starts: the wall clock through the legacy API (a
+    server loop calling its clients one after another: FedBuff's ``algorithm.params.clock:
+    wall`` and the rounds of ``time.clock: wall``), and ``training.batched: on`` on Flower's
+    engines (one ClientApp per node: there is no round of clients in one process to
+    stack)."""
     for _, variant in scenario.variants():
+        if variant.training.batched == "on" and args.engine != "in-process":
+            raise ScenarioError(
+                f"training.batched: on stacks a round's clients in one process, which only "
+                f"the in-process engine does; --engine {args.engine} runs one ClientApp per "
+                "node: use auto (the per-client loop there) or off"
+            )
         if args.api != "legacy":
             continue
         if variant.time is not None and variant.time.clock == "wall":

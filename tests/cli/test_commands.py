@@ -123,6 +123,8 @@ def test_unknown_variant_exits_2_listing_the_allowed_labels(tmp_path: Path, caps
         ({}, ["--tls"], "--tls"),
         ({}, ["--checkpoint-every", "-1"], "--checkpoint-every"),
         ({}, ["--engine", "flwr", "--checkpoint-every", "2"], "--checkpoint-every"),
+        ({"training.batched": "on"}, ["--engine", "flwr"], "training.batched: on"),
+        ({"training.batched": "on"}, ["--engine", "deployment"], "--engine deployment"),
     ],
 )
 def test_bad_input_exits_2_naming_the_field(
