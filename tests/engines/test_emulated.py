@@ -23,7 +23,7 @@ from fedram_flwr.engines import run_in_process
 from fedram_flwr.engines.experiment import Experiment
 from fedram_flwr.engines.timed import time_model
 from fedram_flwr.protocol import MODELLED_SECONDS, SLEPT_SECONDS
-from fedram_flwr.registry import load_scenario
+from fedram_flwr.registry import load_scenario, scenario_from_dict
 from tests.engines.background import BackgroundRuns, RunSpec
 from tests.engines.cases import ROUNDS, assert_same_run, scenario_dict
 from tests.helpers import SEED, without_timings
@@ -83,3 +83,83 @@ def test_an_emulated_run_is_the_simulated_one_and_reports_the_modelled_seconds(
     late = {c for r in rows for c in r["not-used"]}
     assert all(modelled[c] > DEADLINE_S for c in late)
     assert all(modelled[c] <= DEADLINE_S for r in rows for c in r["relayed"] if c not in late)
+
+
+SLOW_DEVICES = {
+    str(k): {"computation": ms, "communication": 1000.0} for k, ms in enumerate([160, 160, 800])
+}
+"""Two devices of about 38 s a round and one of about 192 s (5 steps of 16)."""
+SLOW_DEADLINE_S = 120.0
+"""Far from both: a fast node is late only if its ClientApp took 80 s more than modelled
+(start-up, polling: 10-25 s a message on two loaded cores), the slow one always is (its
+ClientApp sleeps until 192 s after the push)."""
+SLOW_ROUNDS = 4
+"""Round 1 waits for the deadline (120 s); the fast nodes then take at least 38 s a round,
+so round 4 ends at 234 s or later, after the slow node's update (192 s) arrived."""
+
+
+def write_slow_nodes(folder: Path) -> Path:
+    """MIFA on the wall clock on SuperNodes that take their emulated devices' time, counted
+    from the push; every node available every round; late updates kept."""
+    folder.mkdir(parents=True, exist_ok=True)
+    raw = scenario_dict("mifa-deadline", folder)
+    devices = folder / "slow-devices.json"
+    devices.write_text(json.dumps(SLOW_DEVICES))
+    raw.update(
+        name="engines-slow-nodes",
+        rounds=SLOW_ROUNDS,
+        availability={"oracle": "bernoulli", "params": {"p": [1.0, 1.0, 1.0]}},
+        time={
+            "clock": "wall",
+            "emulate": True,
+            "emulate_from": "push",
+            "speeds": {"law": "fedscale", "path": str(devices.resolve())},
+            "policy": {"kind": "deadline", "deadline_s": SLOW_DEADLINE_S, "late": "keep"},
+        },
+    )
+    path = folder / "slow-nodes.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+SLOW_NODES = RunSpec("deployment-wall-slow-nodes", write_slow_nodes, engine="deployment")
+
+
+@pytest.mark.flower_runs(SLOW_NODES)
+def test_slow_supernodes_are_the_late_ones_and_mifa_receives_their_updates(
+    flower_runs: BackgroundRuns, tmp_path: Path
+) -> None:
+    """On the Deployment Engine, the wall clock's deadline finds late exactly the nodes
+    whose emulated devices are slower than it, in every round they start in; the slow
+    node's update reaches MIFA in a later round (late-delivered, its staleness), and the
+    node starts again only after it arrived."""
+    run = flower_runs.result(SLOW_NODES)
+    assert run.status() == "complete"
+    raw = yaml.safe_load(write_slow_nodes(tmp_path / "scenario").read_text())
+    for key in ("clock", "emulate", "emulate_from"):  # the same devices, simulated
+        del raw["time"][key]
+    scenario = scenario_from_dict(raw)
+    exp = Experiment(scenario, SEED)
+    time = time_model(exp, exp.client_manager())
+    ids = np.arange(scenario.data.num_clients)
+    seconds = start_round(SimulatedClock(SEED), time.speeds, ids, time.task).cost.total
+    slow = {c for c, s in enumerate(seconds.tolist()) if s > SLOW_DEADLINE_S}
+    assert slow == {2} and max(seconds[:2]) < SLOW_DEADLINE_S / 3, seconds
+
+    rows = [r for r in run.read_metrics() if r["round"] > 0]
+    assert [r["round"] for r in rows] == list(range(1, SLOW_ROUNDS + 1))
+    started_slow = 0
+    for row in rows:
+        started = set(row["relayed"]) | set(row["not-used"])
+        assert {0, 1} <= set(row["relayed"]), row  # the fast nodes are used every round
+        assert set(row["not-used"]) == started & slow, row
+        assert row["dropped"] == 0, row
+        started_slow += 2 in started
+    r1 = rows[0]
+    assert r1["started"] == 3 and r1["used"] == 2 and r1["late"] == 1
+    delivered = [r for r in rows if r["late-delivered"]]
+    assert sum(r["late-delivered"] for r in rows) >= 1 and delivered[0]["round"] >= 2
+    assert min(delivered[0]["staleness"]) >= 1
+    # busy with its round-1 update until it arrived: not started in between
+    assert all(2 not in r["not-used"] for r in rows[1 : delivered[0]["round"]])
+    assert started_slow >= 1
