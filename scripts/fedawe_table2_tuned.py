@@ -72,6 +72,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=Path("runs/fedawe_table2_tuned"))
     p.add_argument("--base", type=Path, default=BASE, help="the setting (default: %(default)s)")
     p.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu")
+    p.add_argument(
+        "--batched",
+        choices=("off", "on", "auto"),
+        default="off",
+        help="training.batched: a round's clients stacked (docs/performance.md)",
+    )
     p.add_argument("--rounds", type=positive, help="final runs' rounds (default: the base's)")
     p.add_argument("--tune-rounds", type=positive, default=500)
     p.add_argument("--eval-every", type=positive, help="default: the base's")
@@ -111,6 +117,8 @@ def scenarios(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]
     name = base.pop("name", args.base.stem)
     sections = algorithms_of(base, args.algorithms)
     base["training"]["device"] = args.device
+    if args.batched != "off":  # off, the default, leaves the runs' scenario as it was
+        base["training"]["batched"] = args.batched
     if args.model:
         base["model"]["name"] = args.model
     if args.eval_every:
@@ -223,7 +231,7 @@ def summary(args: argparse.Namespace, grid: dict, final: dict, chosen: dict) -> 
         "and over the tuning seeds.",
         f"- Final: {final['rounds']} rounds, the four dynamics, seeds {final['seeds']}, "
         f"model `{final['model']['name']}`, eval every {final['eval_every']} rounds, "
-        f"device {args.device}.",
+        f"device {args.device}, training.batched {args.batched}.",
         f"- **Scaled down from the paper**: {'; '.join(scaled)}.\n",
         "## Chosen (eta_0, eta_g) beside the paper's Table 7\n",
         "| algorithm | ours | paper (SVHN, CIFAR-10, CINIC-10) |",

@@ -136,3 +136,10 @@ def test_the_final_runs_are_each_algorithm_at_its_pair_under_four_dynamics() -> 
     assert params["fedau"]["cutoff"] == 50 and params["fedavg-is"]["availability"] == "oracle"
     assert grid["client_metrics"] is False  # selecting on test accuracy needs no train metrics
     assert final["client_metrics"] is True  # Table 2's Train column
+
+
+def test_batched_reaches_the_runs_training_section_and_off_leaves_it_out() -> None:
+    grid, final = tuned.scenarios(tuned.parser().parse_args(["--batched", "on"]))
+    assert grid["training"]["batched"] == final["training"]["batched"] == "on"
+    grid, final = tuned.scenarios(tuned.parser().parse_args([]))
+    assert "batched" not in grid["training"] and "batched" not in final["training"]
