@@ -148,18 +148,16 @@ def test_slow_supernodes_are_the_late_ones_and_mifa_receives_their_updates(
 
     rows = [r for r in run.read_metrics() if r["round"] > 0]
     assert [r["round"] for r in rows] == list(range(1, SLOW_ROUNDS + 1))
-    started_slow = 0
     for row in rows:
-        started = set(row["relayed"]) | set(row["not-used"])
-        assert {0, 1} <= set(row["relayed"]), row  # the fast nodes are used every round
-        assert set(row["not-used"]) == started & slow, row
-        assert row["dropped"] == 0, row
-        started_slow += 2 in started
+        started = set(row["active"])  # the nodes the round started (not the busy ones)
+        assert {0, 1} <= started and {0, 1} <= set(row["relayed"]), row  # fast: used
+        assert set(row["not-used"]) == started & slow, row  # late: exactly the slow
+        assert row["started"] == len(started) and row["dropped"] == 0, row
     r1 = rows[0]
-    assert r1["started"] == 3 and r1["used"] == 2 and r1["late"] == 1
-    delivered = [r for r in rows if r["late-delivered"]]
-    assert sum(r["late-delivered"] for r in rows) >= 1 and delivered[0]["round"] >= 2
-    assert min(delivered[0]["staleness"]) >= 1
-    # busy with its round-1 update until it arrived: not started in between
-    assert all(2 not in r["not-used"] for r in rows[1 : delivered[0]["round"]])
-    assert started_slow >= 1
+    assert r1["active"] == [0, 1, 2] and r1["used"] == 2 and r1["late"] == 1
+    # the slow node's update reaches MIFA in a later round: aggregated there (relayed)
+    # though not started there, with its staleness; until then the node is busy
+    arrival = next(r for r in rows if r["late-delivered"])
+    assert arrival["round"] >= 2 and 2 in arrival["relayed"] and 2 not in arrival["active"]
+    assert arrival["late-delivered"] == 1 and arrival["staleness"] == [arrival["round"] - 1]
+    assert all(2 not in r["active"] for r in rows[1 : arrival["round"]])
