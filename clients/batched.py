@@ -218,12 +218,15 @@ def stacked_batches(
     make = torch.empty if full else torch.zeros
     x = make((len(pulled), largest, *x0.shape[1:]), dtype=x0.dtype, device=x0.device)
     y = make((len(pulled), largest), dtype=y0.dtype, device=y0.device)
-    for r, (b, s) in enumerate(zip(pulled, sizes)):
+    # Each client's rows as views made in one call (unbind), cut only where padded.
+    for b, s, xr, yr in zip(pulled, sizes, x.unbind(0), y.unbind(0)):
+        if s < largest:
+            xr, yr = xr[:s], yr[:s]
         if isinstance(b, Gather):
-            torch.index_select(b.x, 0, b.idx, out=x[r, :s])
-            torch.index_select(b.y, 0, b.idx, out=y[r, :s])
+            torch.index_select(b.x, 0, b.idx, out=xr)
+            torch.index_select(b.y, 0, b.idx, out=yr)
         else:
-            x[r, :s], y[r, :s] = b
+            xr.copy_(b[0]), yr.copy_(b[1])
     if full:
         return x, y, torch.full((len(pulled), largest), 1.0 / largest, dtype=dtype, device=x.device)
     w = torch.zeros((len(pulled), largest), dtype=dtype, device=x.device)
