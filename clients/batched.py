@@ -184,8 +184,9 @@ def stacked_grads(
     """Every client's gradient (rows of the stacked parameters) and loss (a vector): the
     clients' losses computed on the stack (``forward``: the vmapped :func:`client_loss`),
     then one backward pass of their sum. Rows do not mix, so row k of the sum's gradient
-    is client k's own, the same numbers as ``vmap(grad_and_value(...))`` gives, at a
-    quarter less of torch.func's per-step cost (no gradient transform around the vmap)."""
+    is client k's own: the same numbers as ``vmap(grad_and_value(...))``, without its
+    gradient transform around the vmap (a CA-Fed Synthetic step of 48 clients: ~1.2 ms
+    instead of ~1.6)."""
     with torch.enable_grad():
         leaves = {n: p.detach().requires_grad_() for n, p in params.items()}
         loss = forward(leaves, x, y, w)
@@ -226,7 +227,8 @@ def stacked_batches(
             torch.index_select(b.x, 0, b.idx, out=xr)
             torch.index_select(b.y, 0, b.idx, out=yr)
         else:
-            xr.copy_(b[0]), yr.copy_(b[1])
+            xr.copy_(b[0])
+            yr.copy_(b[1])
     if full:
         return x, y, torch.full((len(pulled), largest), 1.0 / largest, dtype=dtype, device=x.device)
     w = torch.zeros((len(pulled), largest), dtype=dtype, device=x.device)
