@@ -2,11 +2,12 @@
 
 :func:`stacked_sgd` runs what :func:`~fedram_flwr.clients.training.sgd_passes` runs for
 one client, for a round's clients at once: their parameters stacked along a leading
-client axis, one ``torch.func`` step (``vmap`` of ``grad_and_value`` over
-``functional_call``) for all of them per local step. Each client keeps its own batches
-(pulled from its own passes, in the order and from the random stream the per-client loop
-draws them), step size, weight decay, gradient weight (``batch_weight``: CVaR's
-d G_i / d f_b) and gradient offset (``grad_offset``: SCAFFOLD's c - c_i).
+client axis, one step for all of them per local step (their losses by ``torch.func``'s
+``vmap`` over ``functional_call``, their gradients by one backward pass of the losses'
+sum). Each client keeps its own batches (pulled from its own passes, in the order and
+from the random stream the per-client loop draws them), step size, weight decay,
+gradient weight (``batch_weight``: CVaR's d G_i / d f_b) and gradient offset
+(``grad_offset``: SCAFFOLD's c - c_i).
 
 Clients with different numbers of steps: the clients still training form the stack; when
 some finish, their rows leave it (a copy of the stack per distinct step count, not a mask
@@ -28,7 +29,7 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import nn
-from torch.func import functional_call, grad_and_value, vmap
+from torch.func import functional_call, vmap
 from torch.nn import functional as F
 
 from fedram_flwr.clients.batches import Batch, Gather, OnePass
@@ -128,7 +129,7 @@ def stacked_sgd(model: nn.Module, jobs: Sequence[SGDJob]) -> list[JobResult]:
     lr = torch.tensor([job.lr for job in jobs], dtype=params[names[0]].dtype, device=device)
     decay = torch.tensor([job.weight_decay for job in jobs], dtype=lr.dtype, device=device)
     decayed = any(job.weight_decay != 0 for job in jobs)
-    step = vmap(grad_and_value(client_loss(model)), in_dims=(0, 0, 0, 0))
+    forward = vmap(client_loss(model))
     streams = [job.batches() for job in jobs]
     active = list(range(len(jobs)))  # rows of the stack, in job order
     trained: dict[int, tuple[list[torch.Tensor], list[torch.Tensor]]] = {}
@@ -154,7 +155,7 @@ def stacked_sgd(model: nn.Module, jobs: Sequence[SGDJob]) -> list[JobResult]:
             active = [active[r] for r in keep]
             pulled = [pulled[r] for r in keep]
         x, y, w = stacked_batches(pulled, lr.dtype)
-        grads, loss = step(params, x, y, w)
+        grads, loss = stacked_grads(forward, params, x, y, w)
         step_losses.append((loss.detach(), list(active)))
         weights = [jobs[j].batch_weight for j in active]
         if any(bw is not None for bw in weights):
@@ -171,6 +172,26 @@ def stacked_sgd(model: nn.Module, jobs: Sequence[SGDJob]) -> list[JobResult]:
                 p.sub_(g * rows(lr, p))
     losses = host_losses(step_losses, len(jobs))
     return [JobResult(*trained[j], losses[j], sum(job.pass_lengths)) for j, job in enumerate(jobs)]
+
+
+def stacked_grads(
+    forward: Callable[..., torch.Tensor],
+    params: dict[str, torch.Tensor],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    w: torch.Tensor,
+) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """Every client's gradient (rows of the stacked parameters) and loss (a vector): the
+    clients' losses computed on the stack (``forward``: the vmapped :func:`client_loss`),
+    then one backward pass of their sum. Rows do not mix, so row k of the sum's gradient
+    is client k's own: the same numbers as ``vmap(grad_and_value(...))``, without its
+    gradient transform around the vmap (a CA-Fed Synthetic step of 48 clients: ~1.2 ms
+    instead of ~1.6)."""
+    with torch.enable_grad():
+        leaves = {n: p.detach().requires_grad_() for n, p in params.items()}
+        loss = forward(leaves, x, y, w)
+        grads = torch.autograd.grad(loss.sum(), list(leaves.values()))
+    return dict(zip(leaves, grads)), loss.detach()
 
 
 def client_loss(model: nn.Module) -> Callable[..., torch.Tensor]:
@@ -198,12 +219,16 @@ def stacked_batches(
     make = torch.empty if full else torch.zeros
     x = make((len(pulled), largest, *x0.shape[1:]), dtype=x0.dtype, device=x0.device)
     y = make((len(pulled), largest), dtype=y0.dtype, device=y0.device)
-    for r, (b, s) in enumerate(zip(pulled, sizes)):
+    # Each client's rows as views made in one call (unbind), cut only where padded.
+    for b, s, xr, yr in zip(pulled, sizes, x.unbind(0), y.unbind(0)):
+        if s < largest:
+            xr, yr = xr[:s], yr[:s]
         if isinstance(b, Gather):
-            torch.index_select(b.x, 0, b.idx, out=x[r, :s])
-            torch.index_select(b.y, 0, b.idx, out=y[r, :s])
+            torch.index_select(b.x, 0, b.idx, out=xr)
+            torch.index_select(b.y, 0, b.idx, out=yr)
         else:
-            x[r, :s], y[r, :s] = b
+            xr.copy_(b[0])
+            yr.copy_(b[1])
     if full:
         return x, y, torch.full((len(pulled), largest), 1.0 / largest, dtype=dtype, device=x.device)
     w = torch.zeros((len(pulled), largest), dtype=dtype, device=x.device)

@@ -133,8 +133,8 @@ class ERMClient(NumPyClient):
         self.drop_last, self.lr_schedule = drop_last, lr_schedule
         self.seed = seed
         self.state = RecordDict() if state is None else state
-        names = list(model.state_dict())
-        if unknown := [k for k in personal if k not in names]:
+        names = list(model.state_dict()) if personal else []  # a client is built per call:
+        if unknown := [k for k in personal if k not in names]:  # no traversal without keys
             raise ValueError(f"personal: {unknown} are not keys of the model's state_dict {names}")
         self.personal = tuple(personal)
 
