@@ -59,6 +59,7 @@ from fedram_flwr.cli.extras import MissingExtraError, is_missing_extra, missing_
 from fedram_flwr.cli.interrupt import RunInterrupted, record_interrupted
 from fedram_flwr.cli.run_checks import refuse_changed, refuse_resumable, skip
 from fedram_flwr.data import DatasetNotFoundError
+from fedram_flwr.engines.flwr.flower_line import LINE
 from fedram_flwr.registry import (
     algorithm_params,
     is_asynchronous,
@@ -237,7 +238,7 @@ def run_job(
             RunDirectory(run_dir).write_variant(label, swept)
             with tracked(
                 args.track, run_dir, out=args.out, scenario=variant.to_dict(), label=label,
-                seed=seed, engine=args.engine, api=args.api,
+                seed=seed, engine=args.engine, api=args.api, flwr=LINE.version,
             ):
                 try:
                     run_one(args, kills, variant, seed, run_dir, tag)

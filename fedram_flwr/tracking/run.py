@@ -18,7 +18,6 @@ import json
 import sys
 import threading
 import time
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -218,18 +217,15 @@ def tracked(
 ) -> contextlib.AbstractContextManager:
     """What ``fedram run`` wraps one run of a sweep in: a :class:`TrackedRun` of the run
     ``<label>/seed<seed>`` of the sweep ``scenario["name"]`` (its stores under
-    ``<out>/tracking``), its parameters the resolved ``scenario``, the seed, Flower's
-    version and ``run`` (``engine``, ``api``); nothing without ``names``."""
+    ``<out>/tracking``), its parameters the resolved ``scenario``, the seed and ``run``
+    (``engine``, ``api``, ``flwr``: the installed Flower line's version, which the caller
+    reads from :mod:`fedram_flwr.engines.flwr.flower_line`); nothing without ``names``."""
     if not names:
         return contextlib.nullcontext()
-    try:
-        flwr = version("flwr")
-    except PackageNotFoundError:
-        flwr = "unknown"
     info = RunInfo(
         name=f"{label}/seed{seed}",
         group=str(scenario["name"]),
-        params=params_of(scenario, seed=seed, flwr=flwr, **run),
+        params=params_of(scenario, seed=seed, **run),
         root=Path(out) / "tracking",
         tags={"variant": label, "seed": str(seed)},
     )

@@ -10,6 +10,7 @@ import os
 import pytest
 
 import fedram_flwr.tracking.run as tracking_run
+from fedram_flwr.engines.flwr.flower_line import LINE
 from fedram_flwr.rundir.outputs import RunDirectory
 from fedram_flwr.strategies import FedCVaRAvg
 from fedram_flwr.tracking.run import STATE_FILE, TrackedRun
@@ -92,6 +93,7 @@ def test_every_row_is_logged_and_a_failing_tracker_never_fails_the_run(
     assert good.run.name == "alpha=0.1/seed0" and good.run.group == "tiny-gaussian"
     assert good.run.params["algorithm.params.alpha"] == "0.1"
     assert good.run.params["seed"] == "0" and good.run.params["engine"] == "in-process"
+    assert good.run.params["flwr"] == LINE.version  # the installed Flower line's
     assert good.run.root == out / "tracking"
     assert sorted(bad.steps) == [0, 1] and bad.ended == []  # dropped at round 2
     assert err.count("TRACKING FAILED") == 1
