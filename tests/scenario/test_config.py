@@ -187,7 +187,8 @@ def test_schema_leaves_params_to_the_registry(scenario_dict) -> None:
 def test_config_imports_only_its_leaf_schema_from_the_package() -> None:
     """config.py is the bottom of the house: no package import at any level but its leaves
     schema.py (the error and the YAML coercion), which imports none, sweep.py (dotted
-    overrides) and time_config.py (the time section), which import only schema.py."""
+    overrides), time_config.py (the time section) and data_config.py (the data section),
+    which import only schema.py."""
     for name, allowed in (
         (
             "config.py",
@@ -195,10 +196,12 @@ def test_config_imports_only_its_leaf_schema_from_the_package() -> None:
                 "fedram_flwr.scenario.schema",
                 "fedram_flwr.scenario.sweep",
                 "fedram_flwr.scenario.time_config",
+                "fedram_flwr.scenario.data_config",
             },
         ),
         ("sweep.py", {"fedram_flwr.scenario.schema"}),
         ("time_config.py", {"fedram_flwr.scenario.schema"}),
+        ("data_config.py", {"fedram_flwr.scenario.schema"}),
         ("schema.py", set()),
     ):
         path = Path(__file__).resolve().parents[2] / "fedram_flwr" / "scenario" / name
