@@ -59,7 +59,6 @@ from fedram_flwr.cli.extras import MissingExtraError, is_missing_extra, missing_
 from fedram_flwr.cli.interrupt import RunInterrupted, record_interrupted
 from fedram_flwr.cli.run_checks import refuse_changed, refuse_resumable, skip
 from fedram_flwr.data import DatasetNotFoundError
-from fedram_flwr.engines.flwr.flower_line import LINE
 from fedram_flwr.registry import (
     algorithm_params,
     is_asynchronous,
@@ -230,6 +229,8 @@ def run_job(
 ) -> str | None:
     """One (variant, seed) of a sweep in its run folder (locked; skipped when complete),
     plotted; None, or what failed. Bad input (every run would fail alike) raises."""
+    from fedram_flwr.engines.flwr.flower_line import LINE  # engines load torch: on use
+
     label, variant, seed, run_dir = job
     try:
         with RunDirectory(run_dir).lock():
