@@ -244,9 +244,7 @@ def exclusion_orders(pi: np.ndarray, lam: np.ndarray) -> tuple[np.ndarray, np.nd
     return np.lexsort((pi, -corr)), np.lexsort((-corr, pi))
 
 
-def server_step(
-    theta: Arrays, updates: Sequence[Arrays], q: Sequence[float], eta: float
-) -> Arrays:
+def server_step(theta: Arrays, updates: Sequence[Arrays], q: Sequence[float], eta: float) -> Arrays:
     """Take CA-Fed's server step, eq. 3 with W = R^d (the projection is the identity).
 
     theta + eta_bar sum_k q_k (theta_k - theta), the sum in the given order and in

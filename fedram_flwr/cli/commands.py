@@ -238,8 +238,15 @@ def run_job(
                 return None
             RunDirectory(run_dir).write_variant(label, swept)
             with tracked(
-                args.track, run_dir, out=args.out, scenario=variant.to_dict(), label=label,
-                seed=seed, engine=args.engine, api=args.api, flwr=LINE.version,
+                args.track,
+                run_dir,
+                out=args.out,
+                scenario=variant.to_dict(),
+                label=label,
+                seed=seed,
+                engine=args.engine,
+                api=args.api,
+                flwr=LINE.version,
             ):
                 try:
                     run_one(args, kills, variant, seed, run_dir, tag)
@@ -361,4 +368,3 @@ def main(argv: list[str] | None = None) -> int:
         line = err.message() if isinstance(err, RunInterrupted) else "fedram: interrupted"
         print(line, file=sys.stderr)
         return 128 + signal.SIGINT
-

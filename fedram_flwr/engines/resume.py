@@ -167,9 +167,7 @@ def check_against(
         state_codec.check_like(saved.strategy, server.checkpoint(), "strategy")
     except state_codec.StateCodecError as err:
         raise CheckpointError(f"not this run's ({err})") from None
-    where = first_nonfinite_model(saved) or state_codec.first_nonfinite(
-        saved.strategy, "strategy"
-    )
+    where = first_nonfinite_model(saved) or state_codec.first_nonfinite(saved.strategy, "strategy")
     if where is not None:
         raise CheckpointError(f"not usable ({where} holds NaN or infinite values)")
     unknown = sorted(set(saved.clients) - set(contexts))

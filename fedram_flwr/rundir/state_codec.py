@@ -313,9 +313,7 @@ def first_nonfinite(value: Any, where: str) -> str | None:
         items = value.items()
     elif dataclasses.is_dataclass(value) and not isinstance(value, type):
         items = ((f".{f.name}", getattr(value, f.name)) for f in dataclasses.fields(value))
-        return next(
-            (w for name, v in items if (w := first_nonfinite(v, f"{where}{name}"))), None
-        )
+        return next((w for name, v in items if (w := first_nonfinite(v, f"{where}{name}"))), None)
     else:
         return None
     return next((w for key, v in items if (w := first_nonfinite(v, f"{where}[{key!r}]"))), None)

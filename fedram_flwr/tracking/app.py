@@ -140,9 +140,7 @@ def with_tracking(
         if on_step != "absent":  # an asynchronous strategy's steps (FedBuff)
             strategy.on_step = stepped(tracking, on_step)
         try:
-            result = start(
-                *args, evaluate_fn=None if evaluate_fn is None else evaluated, **kwargs
-            )
+            result = start(*args, evaluate_fn=None if evaluate_fn is None else evaluated, **kwargs)
             tracking.from_result(result)
         except BaseException as err:
             tracking.trackers.close(end_of(err))

@@ -205,6 +205,7 @@ class TrackedRun:
         if self._logged != logged:
             self._save()
 
+
 def tracked(
     names: list[str],
     run_dir: Path,
