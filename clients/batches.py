@@ -45,10 +45,9 @@ def array_pass(
     """Passes over in-memory (x, y), arrays or tensors, kept on ``device`` (default:
     where they are; an array shares its memory on the CPU): each pass a fresh permutation
     drawn from ``rng`` and copied there, cut into ``batches_per_pass`` mini-batches of
-    ``batch_size``, gathered by ``index_select``. Its ``gathers`` attribute starts the
-    same pass (the same draw) as :class:`Gather` items, the rows not gathered yet."""
-    where = None if device is None else torch.device(device)
-    xt, yt = (torch.as_tensor(a) if where is None else on_device(a, where) for a in (x, y))
+    ``batch_size``, gathered by ``index_select``. Its ``plan(epochs, steps)`` attribute
+    draws a whole round's steps at once instead (:class:`StepPlan`, :func:`step_rows`)."""
+    xt, yt = kept_on(x, y, device)
     per_pass = batches_per_pass(len(yt), batch_size, drop_last)
 
     starts = range(0, per_pass * batch_size, batch_size)
@@ -62,18 +61,78 @@ def array_pass(
     def one_pass() -> Iterable[Batch]:
         return ((xt.index_select(0, idx), yt.index_select(0, idx)) for idx in index_pass())
 
-    # The same passes with each batch's rows not gathered yet (stacked SGD gathers them
-    # straight into the stack of all clients' batches).
-    one_pass.gathers = lambda: (Gather(xt, yt, idx) for idx in index_pass())  # type: ignore[attr-defined]
+    # A round's steps drawn at once, as the passes draw them (stacked SGD gathers every
+    # client's rows of a block of steps together: clients/batched.py).
+    one_pass.plan = lambda epochs, steps: StepPlan(  # type: ignore[attr-defined]
+        xt, yt, *step_rows(len(yt), batch_size, drop_last, rng, epochs, steps)
+    )
     return one_pass
 
 
-class Gather(NamedTuple):
-    """One mini-batch not gathered yet: rows ``idx`` of (``x``, ``y``)."""
+def kept_on(
+    x: np.ndarray | torch.Tensor, y: np.ndarray | torch.Tensor, device: torch.device | str | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(x, y) as tensors on ``device`` (default: where they are; an array shares its
+    memory on the CPU)."""
+    where = None if device is None else torch.device(device)
+    xt, yt = (torch.as_tensor(a) if where is None else on_device(a, where) for a in (x, y))
+    return xt, yt
+
+
+class StepPlan(NamedTuple):
+    """A round's local steps over in-memory (x, y), drawn at once (:func:`step_rows`):
+    ``rows[t, :sizes[t]]`` are step t's rows of (``x``, ``y``), the rest of ``rows[t]``
+    padding (row 0); ``pass_lengths``: the steps of each pass; ``rows_of``: (X, Y, at)
+    when x, y are rows ``at``.. of tensors X, Y that hold other clients' rows too (a
+    node's data, :meth:`~fedram_flwr.clients.node.NodeExperiment.trainer`: stacked SGD
+    gathers all their batches with one call)."""
 
     x: torch.Tensor
     y: torch.Tensor
-    idx: torch.Tensor
+    rows: np.ndarray
+    sizes: np.ndarray
+    pass_lengths: list[int]
+    rows_of: tuple[torch.Tensor, torch.Tensor, int] | None = None
+
+
+def step_rows(
+    n: int,
+    batch_size: int,
+    drop_last: bool,
+    rng: np.random.Generator,
+    epochs: int,
+    steps: int | None,
+) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """Every mini-batch of a round's local SGD over n examples as row indices, drawn as
+    the passes of :func:`array_pass` draw them (a permutation of ``rng`` per pass started,
+    cut into :func:`batches_per_pass` batches of ``batch_size``, the last one smaller
+    unless ``drop_last``): ``epochs`` passes, or exactly ``steps`` steps (a pass started
+    whenever one runs out). Returns (rows ``[steps, batch_size]``, padded with 0; each
+    step's batch size; each pass's number of steps)."""
+    if steps is None and epochs < 1:
+        raise ValueError(f"local-epochs must be >= 1, got {epochs}")
+    per_pass = batches_per_pass(n, batch_size, drop_last)
+    if per_pass < 1:
+        raise ValueError("local training: a pass over the client's data gave no mini-batch")
+    total = epochs * per_pass if steps is None else steps
+    passes = -(-total // per_pass)
+    lengths = [per_pass] * (passes - 1) + [total - per_pass * (passes - 1)]
+    full = min(n // batch_size, per_pass)  # full batches in a pass; then one of n - full * B
+    sizes = np.full(total, batch_size, dtype=np.int64)
+    if total <= full:  # one pass, full batches (most rounds of K local steps): no copy
+        return rng.permutation(n)[: total * batch_size].reshape(total, batch_size), sizes, lengths
+    rows = np.zeros((total, batch_size), dtype=np.int64)
+    t = 0
+    for length in lengths:
+        order = rng.permutation(n)
+        k = min(length, full)
+        rows[t : t + k] = order[: k * batch_size].reshape(k, batch_size)
+        if length > k:
+            rest = order[k * batch_size :]
+            rows[t + k, : len(rest)] = rest
+            sizes[t + k] = len(rest)
+        t += length
+    return rows, sizes, lengths
 
 
 def client_rng(seed: int, server_round: int, partition_id: int) -> np.random.Generator:
@@ -99,7 +158,8 @@ class ArrayData:
     drawn from the (seed, round, id) stream (:func:`client_rng`), so every engine and
     both of Flower's APIs train on the same batches. The config's ``batch-size``
     overrides ``batch_size``. (x, y): arrays or tensors; batches are gathered on
-    ``device`` (default: where the tensors are, the CPU for arrays)."""
+    ``device`` (default: where the tensors are, the CPU for arrays). ``rows_of``: (X, Y,
+    at) when x, y are rows ``at``.. of tensors X, Y on ``device`` (:class:`StepPlan`)."""
 
     def __init__(
         self,
@@ -111,18 +171,31 @@ class ArrayData:
         partition_id: int,
         drop_last: bool = False,
         device: torch.device | str | None = None,
+        rows_of: tuple[torch.Tensor, torch.Tensor, int] | None = None,
     ) -> None:
         self.x, self.y = x, y
         self.batch_size, self.seed, self.partition_id = batch_size, seed, partition_id
-        self.drop_last, self.device = drop_last, device
+        self.drop_last, self.device, self.rows_of = drop_last, device, rows_of
 
     def __len__(self) -> int:
         return len(self.y)
 
     def passes(self, config: Mapping[str, Any]) -> OnePass:
-        rng = client_rng(self.seed, int(config.get(SERVER_ROUND, 0)), self.partition_id)
-        batch_size = int(config.get(BATCH_SIZE, self.batch_size))
+        rng, batch_size = self.round_draws(config)
         return array_pass(self.x, self.y, batch_size, rng, self.drop_last, self.device)
+
+    def plan(self, config: Mapping[str, Any], epochs: int, steps: int | None) -> StepPlan:
+        """The round's steps at once: the same draws as its :meth:`passes` would make
+        (:func:`step_rows`) over ``epochs`` passes or ``steps`` steps."""
+        rng, batch_size = self.round_draws(config)
+        rows = step_rows(len(self.y), batch_size, self.drop_last, rng, epochs, steps)
+        return StepPlan(*kept_on(self.x, self.y, self.device), *rows, self.rows_of)
+
+    def round_draws(self, config: Mapping[str, Any]) -> tuple[np.random.Generator, int]:
+        """The round's (seed, round, id) generator and batch size (the config's, else
+        the default)."""
+        rng = client_rng(self.seed, int(config.get(SERVER_ROUND, 0)), self.partition_id)
+        return rng, int(config.get(BATCH_SIZE, self.batch_size))
 
     def full(self) -> tuple[np.ndarray | torch.Tensor, np.ndarray | torch.Tensor]:
         return self.x, self.y

@@ -135,22 +135,55 @@ def fit_ca_fed(
         Flower's fit triple: the trained model's arrays, m_i (the client's number of examples) and
         the fit metrics (``train-loss``, ``received-loss``, and ``local-optimum-loss`` on request).
     """
-    floor = (
-        {LOCAL_OPTIMUM: local_optimum(trainer, parameters, state)}
-        if config.get(REPORT_LOCAL_OPTIMUM)
-        else {}
-    )
+    floor = ca_fed_floor(trainer, parameters, config, state)
     seen: list[float] = []
     metrics = trainer.train(parameters, config, losses=seen).metrics
-    return (
-        get_weights(trainer.model),
-        trainer.num_examples,
-        {
-            **metrics,
-            RECEIVED_LOSS: seen[0],
-            **floor,
-        },
-    )
+    report = ca_fed_report(seen, floor)
+    return get_weights(trainer.model), trainer.num_examples, {**metrics, **report}
+
+
+def ca_fed_floor(
+    trainer: LocalTrainer, parameters: NDArrays, config: Mapping[str, Any], state: RecordDict
+) -> dict[str, float]:
+    """Return what :func:`fit_ca_fed` works out before training: F_k* when asked for.
+
+    Parameters
+    ----------
+    trainer : LocalTrainer
+        The client's model and data.
+    parameters : NDArrays
+        The received model's arrays.
+    config : Mapping[str, Any]
+        The round's train config; ``report-local-optimum`` asks for F_k*.
+    state : RecordDict
+        The client's ``Context.state`` (keeps F_k*).
+
+    Returns
+    -------
+    dict of str to float
+        ``{local-optimum-loss: F_k*}`` (:func:`local_optimum`) when asked for, else empty.
+    """
+    if not config.get(REPORT_LOCAL_OPTIMUM):
+        return {}
+    return {LOCAL_OPTIMUM: local_optimum(trainer, parameters, state)}
+
+
+def ca_fed_report(losses: list[float], floor: dict[str, float]) -> dict[str, float]:
+    """Return the metrics :func:`fit_ca_fed` adds to ERM's once trained.
+
+    Parameters
+    ----------
+    losses : list of float
+        Every local step's mini-batch loss, in step order.
+    floor : dict of str to float
+        What :func:`ca_fed_floor` gave.
+
+    Returns
+    -------
+    dict of str to float
+        ``received-loss``: F_k^(t), the first step's loss (``losses[0]``), then ``floor``.
+    """
+    return {RECEIVED_LOSS: losses[0], **floor}
 
 
 class CAFedClient(ERMClient):

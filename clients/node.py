@@ -20,9 +20,12 @@ from flwr.common import RecordDict
 from torch import nn
 
 from fedram_flwr.availability.specs import oracle_params, oracle_spec
+from fedram_flwr.clients.batches import ArrayData
 from fedram_flwr.clients.models import build_model, fix_tensors, on_device, resolve_device
 from fedram_flwr.clients.train_blocks import objective_of
+from fedram_flwr.clients.training import LocalTrainer
 from fedram_flwr.data import FederatedData, load_federated_data
+from fedram_flwr.data.federated import row_views
 from fedram_flwr.scenario.config import Scenario
 
 
@@ -78,8 +81,15 @@ class NodeExperiment:
         return model
 
     def client_data(self, partition_id: int) -> tuple[np.ndarray | torch.Tensor, ...]:
-        """Client ``partition_id``'s (x, y): the arrays on the CPU (torch shares their
-        memory), tensors copied once to the device otherwise."""
+        """Client ``partition_id``'s (x, y): row views of one tensor per set
+        (:attr:`_row_tensors`: on the CPU they share the arrays' memory; on a GPU the
+        set is copied there once), or, for data not packed in one array, the arrays on
+        the CPU and tensors copied once to the device."""
+        if (rows := self._row_tensors) is not None:
+            if partition_id not in self._device_data:  # the views, made once
+                (x, y), (start, stop) = rows[0], rows[1][partition_id]
+                self._device_data[partition_id] = (x[start:stop], y[start:stop])
+            return self._device_data[partition_id]
         d = self.data
         if self.device.type == "cpu":
             return d.client_x[partition_id], d.client_y[partition_id]
@@ -93,6 +103,47 @@ class NodeExperiment:
     @cached_property
     def _device_data(self) -> dict[int, tuple[torch.Tensor, ...]]:
         return {}
+
+    @cached_property
+    def _row_tensors(self) -> tuple[tuple[torch.Tensor, ...], list[tuple[int, int]]] | None:
+        """(x, y of all clients as tensors on :attr:`device`, each client's rows there)
+        when the data keep every client's rows in one array per set
+        (:func:`~fedram_flwr.data.federated.packed_rows`); None otherwise. Every client's
+        batches are then rows of one tensor, which stacked local SGD gathers with one call
+        for a whole round (:mod:`fedram_flwr.clients.batched`)."""
+        d = self.data
+        xs, ys = row_views(d.client_x), row_views(d.client_y)
+        if xs is None or ys is None or xs[1] != ys[1]:
+            return None
+        spans = [(at, at + len(y)) for at, y in zip(xs[1], d.client_y)]
+        return (on_device(xs[0], self.device), on_device(ys[0], self.device)), spans
+
+    def trainer(self, partition_id: int, model: nn.Module | None = None) -> LocalTrainer:
+        """Client ``partition_id``'s local training on ``model`` (default:
+        :meth:`client_model`): what its client's (:meth:`client`) ``trainer`` is, its
+        data and training settings, without building the client."""
+        t, rows = self.scenario.training, self._row_tensors
+        x, y = self.client_data(partition_id)
+        data = ArrayData(
+            x,
+            y,
+            batch_size=t.batch_size,
+            seed=self.seed,
+            partition_id=partition_id,
+            drop_last=t.drop_last,
+            device=self.device,
+            rows_of=None if rows is None else (*rows[0], rows[1][partition_id][0]),
+        )
+        return LocalTrainer(
+            self.client_model() if model is None else model,
+            data,
+            partition_id,
+            t.lr,
+            t.local_epochs,
+            t.local_steps,
+            t.weight_decay,
+            t.lr_schedule,
+        )
 
     def client(self, partition_id: int, state: RecordDict | None = None) -> NumPyClient:
         """Client ``partition_id``; ``state`` is its ``Context.state`` (kept across rounds)."""

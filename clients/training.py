@@ -93,7 +93,7 @@ def sgd_passes(
             values, last_pass, taken = stacked
             if losses is not None:
                 losses += values
-            return mean_of(values if steps is not None else values[-last_pass:]), taken
+            return reported_loss(values, steps, last_pass), taken
     params = parameter_list(model)
     if grad_offset is not None:
         grad_offset = [o.to(p.device) for p, o in zip(params, grad_offset, strict=True)]
@@ -129,7 +129,14 @@ def sgd_passes(
     values = [v.item() for v in step_losses] if on_cpu else torch.stack(step_losses).tolist()
     if losses is not None:
         losses += values
-    return mean_of(values if steps is not None else values[-len(pass_losses) :]), taken
+    return reported_loss(values, steps, len(pass_losses)), taken
+
+
+def reported_loss(values: Sequence[float], steps: int | None, last_pass: int) -> float:
+    """The ``train-loss`` of a round whose steps' losses are ``values``: their mean over
+    all ``steps`` steps, or, by epochs (``steps`` None), over the last pass's
+    ``last_pass`` steps."""
+    return mean_of(values if steps is not None else values[-last_pass:])
 
 
 def mean_of(values: Sequence[float]) -> float:
@@ -245,13 +252,7 @@ class LocalTrainer:
         ``extra_groups`` (a jointly trained scalar's) join it for this fit, and
         ``plain_sgd`` (what relies on it) refuses any but plain SGD."""
         set_weights(self.model, theta)
-        given = config.get(LR, self.lr)
-        if given is None and self.optimizer is None:
-            raise ValueError(
-                f"no learning rate: the train config has no '{LR}' and none was given: "
-                f"pass lr=... or send '{LR}' in the strategy's train config"
-            )
-        lr = None if given is None else scheduled_lr(float(given), self.lr_schedule, config)
+        lr = self.round_lr(config)
         hooks = dict(batch_weight=batch_weight, grad_offset=grad_offset, losses=losses)
         if self.optimizer is None:
             return self.passes(config, lr, **hooks)
@@ -260,6 +261,27 @@ class LocalTrainer:
             if plain_sgd is not None:
                 require_plain_sgd(optimizer, self.block, plain_sgd)
             return self.passes(config, lr, optimizer=optimizer, **hooks)
+
+    def round_lr(self, config: Mapping[str, Any]) -> float | None:
+        """This round's step size: the train config's ``lr`` (else the default) under the
+        schedule; None when only the app's optimizer has one."""
+        given = config.get(LR, self.lr)
+        if given is None and self.optimizer is None:
+            raise ValueError(
+                f"no learning rate: the train config has no '{LR}' and none was given: "
+                f"pass lr=... or send '{LR}' in the strategy's train config"
+            )
+        return None if given is None else scheduled_lr(float(given), self.lr_schedule, config)
+
+    def round_epochs(self, config: Mapping[str, Any]) -> int:
+        """This round's H: the train config's ``local-epochs``, else the default."""
+        return int(config.get(LOCAL_EPOCHS, self.local_epochs))
+
+    def run_of(self, loss: float, steps: int, lr: float, seconds: float) -> LocalRun:
+        """The :class:`LocalRun` of a round that took ``steps`` steps at ``lr`` with mean
+        loss ``loss`` in ``seconds``."""
+        metrics = {PARTITION_ID: self.partition_id, TRAIN_LOSS: loss, TRAIN_SECONDS: seconds}
+        return LocalRun(metrics, steps, lr)
 
     def passes(self, config: Mapping[str, Any], lr: float, **hooks: Any) -> LocalRun:
         """:func:`sgd_passes` over the round's passes at step size ``lr`` with ``hooks``
@@ -273,12 +295,10 @@ class LocalTrainer:
         loss, steps = sgd_passes(
             self.model,
             self.data.passes(config),
-            epochs=int(config.get(LOCAL_EPOCHS, self.local_epochs)),
+            epochs=self.round_epochs(config),
             lr=lr,
             steps=self.local_steps,
             weight_decay=self.weight_decay,
             **hooks,
         )
-        seconds = time.perf_counter() - start
-        metrics = {PARTITION_ID: self.partition_id, TRAIN_LOSS: loss, TRAIN_SECONDS: seconds}
-        return LocalRun(metrics, steps, lr)
+        return self.run_of(loss, steps, lr, time.perf_counter() - start)

@@ -192,6 +192,17 @@ def npy_array(data: bytes) -> np.ndarray:
     return np.frombuffer(data, dtype, count=count, offset=offset).reshape(shape).copy()
 
 
+def parameter_arrays(parameters: Any) -> list[np.ndarray]:
+    """The arrays of Flower ``Parameters`` (an object with ``.tensors``, ``.npy`` bytes):
+    decoded (:func:`npy_array`), or, when they still hold their arrays (``.arrays``: an
+    in-process reply, :class:`~fedram_flwr.clients.erm.ArrayParameters`), fresh C-ordered
+    copies of them: what decoding their bytes gives, without making the bytes."""
+    arrays = getattr(parameters, "arrays", None)
+    if arrays is not None:
+        return [np.array(a, copy=True, order="C") for a in arrays]
+    return [npy_array(t) for t in parameters.tensors]
+
+
 def _np_save(array: np.ndarray) -> bytes:
     out = io.BytesIO()
     np.save(out, array, allow_pickle=False)

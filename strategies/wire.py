@@ -21,8 +21,8 @@ from flwr.server.client_proxy import ClientProxy
 from fedram_flwr.protocol import (
     PARTITION_ID,
     ClientReply,
-    npy_array,
     npy_bytes,
+    parameter_arrays,
     reply_partition_id,
 )
 from fedram_flwr.strategies.round_driver import Received
@@ -50,7 +50,8 @@ def to_parameters(arrays: NDArrays) -> Parameters:
 def to_arrays(parameters: Parameters) -> NDArrays:
     """Decode Flower ``Parameters`` into the arrays ``parameters_to_ndarrays`` gives.
 
-    By the protocol's codec (:func:`~fedram_flwr.protocol.npy_array`).
+    By the protocol's codec (:func:`~fedram_flwr.protocol.parameter_arrays`; an
+    in-process reply's arrays are copied, not decoded).
 
     Parameters
     ----------
@@ -62,7 +63,7 @@ def to_arrays(parameters: Parameters) -> NDArrays:
     list of np.ndarray
         The arrays, in order.
     """
-    return [npy_array(t) for t in parameters.tensors]
+    return parameter_arrays(parameters)
 
 
 def client_id(res: FitRes) -> int:
@@ -157,6 +158,4 @@ def to_reply(res: FitRes, needs_id: bool = True, strategy: str = "strategy") -> 
         (:func:`~fedram_flwr.protocol.reply_partition_id`).
     """
     pid = reply_partition_id(res.metrics, needs_id, strategy)
-    return ClientReply(
-        pid, res.num_examples, res.metrics, lambda: [npy_array(t) for t in res.parameters.tensors]
-    )
+    return ClientReply(pid, res.num_examples, res.metrics, lambda: parameter_arrays(res.parameters))

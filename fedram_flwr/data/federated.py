@@ -169,11 +169,13 @@ def federated_data(
     rare_clients: Sequence[int],
     client_test: Sequence[np.ndarray],
 ) -> FederatedData:
-    """Assemble :class:`FederatedData`; the rare classes are those only rare clients hold."""
+    """Assemble :class:`FederatedData`; the rare classes are those only rare clients hold.
+    Each client's x (and y) is a view of one array of all clients' rows
+    (:func:`packed_rows`)."""
     return FederatedData(
         client_test=tuple(client_test),
-        client_x=client_x,
-        client_y=client_y,
+        client_x=packed_rows(client_x),
+        client_y=packed_rows(client_y),
         test_x=test[0],
         test_y=test[1],
         num_classes=num_classes,
@@ -181,3 +183,36 @@ def federated_data(
         rare_clients=tuple(rare_clients),
         rare_classes=exclusive_classes(client_classes, rare_clients),
     )
+
+
+def packed_rows(arrays: list[np.ndarray]) -> list[np.ndarray]:
+    """``arrays`` as consecutive row views of one C-contiguous array, the same values
+    (local SGD of a round's clients stacked gathers all their batches from it with one
+    call: :mod:`fedram_flwr.clients.batched`); as they are when their dtypes or row
+    shapes differ."""
+    if not arrays or any(
+        a.dtype != arrays[0].dtype or a.shape[1:] != arrays[0].shape[1:] for a in arrays
+    ):
+        return arrays
+    rows = np.concatenate(arrays)
+    ends = np.cumsum([len(a) for a in arrays])
+    return [rows[end - len(a) : end] for a, end in zip(arrays, ends)]
+
+
+def row_views(views: Sequence[np.ndarray]) -> tuple[np.ndarray, list[int]] | None:
+    """(the one array ``views`` are row views of, each view's first row there), or None
+    when they are not all rows of one C-contiguous array (:func:`packed_rows`)."""
+    base = views[0].base if views else None
+    if not isinstance(base, np.ndarray) or not base.flags.c_contiguous or base.ndim < 1:
+        return None
+    row_bytes = base.strides[0] if len(base) else 0
+    start = base.__array_interface__["data"][0]
+    offsets = []
+    for v in views:
+        if v.base is not base or v.shape[1:] != base.shape[1:] or not v.flags.c_contiguous:
+            return None
+        at, rest = divmod(v.__array_interface__["data"][0] - start, row_bytes or 1)
+        if rest:
+            return None
+        offsets.append(at)
+    return base, offsets

@@ -13,15 +13,18 @@ one ClientApp per node, as real deployments do: batching is for the in-process e
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any, Literal
 
 from torch import nn
 
 from fedram_flwr.clients.batched import unbatchable
-from fedram_flwr.clients.batched_round import BatchedRound
+from fedram_flwr.clients.batched_round import BatchedRound, Outcome
+from fedram_flwr.clients.erm import fit_res
 from fedram_flwr.clients.models import module_list
 from fedram_flwr.clients.node import NodeExperiment
+from fedram_flwr.clients.stacked_round import experiment_form, stacked_fits
 
 
 def stacked_is_faster(model: nn.Module) -> bool:
@@ -53,13 +56,66 @@ def batching_mode(exp: NodeExperiment) -> str | None:
     return mode
 
 
+class RoundBatch:
+    """How a batched in-process run runs a round's clients. A legacy round's fits
+    (:meth:`fits`): one stacked job with no call per client
+    (:func:`~fedram_flwr.clients.stacked_round.stacked_fits`) when every client's
+    objective has a stacked form; otherwise, and for the Message API's deliveries
+    (:meth:`run`), the relay of :class:`~fedram_flwr.clients.batched_round.BatchedRound`,
+    which runs each client's own code and stacks its SGD."""
+
+    def __init__(self, mode: Literal["on", "auto"], exp: NodeExperiment) -> None:
+        self.relay = BatchedRound(mode)
+        self.exp = exp
+        self.form = experiment_form(exp)
+
+    def close(self) -> None:
+        """End the relay's worker threads."""
+        self.relay.close()
+
+    def run(self, calls: Sequence[Callable[[], Any]]) -> list[Outcome]:
+        """``calls`` through the relay (:meth:`BatchedRound.run`)."""
+        return self.relay.run(calls)
+
+    def fits(
+        self, instructions: Sequence[tuple[Any, Any]], fit: Callable[[Any, Any], Any]
+    ) -> list[Outcome]:
+        """The outcomes of a legacy round's ``fit(proxy, ins)`` calls, in order (a value:
+        Flower's ``(proxy, FitRes)``). Stacked without the calls
+        (:func:`~fedram_flwr.clients.stacked_round.stacked_fits`) when the run's objective
+        has a stacked form, there are two clients or more and every proxy is one of the
+        run's clients (``stacked_client(ins, exp)``, the in-process proxy's); one exception
+        there is every client's failure. Otherwise through the relay."""
+        parts = []
+        if self.form is not None and len(instructions) > 1:
+            for proxy, ins in instructions:
+                part = getattr(proxy, "stacked_client", None)
+                if (part := None if part is None else part(ins, self.exp)) is None:
+                    break
+                parts.append(part)
+        model = self.exp.client_model()
+        if len(parts) < max(len(instructions), 2) or self.relay.refusal(model, None):
+            return self.run([lambda p=proxy, i=ins: fit(p, i) for proxy, ins in instructions])
+        try:
+            results = stacked_fits(self.exp, parts)
+        except Exception as err:  # noqa: BLE001 - each client's failure, as the relay's
+            return [Outcome(error=err) for _ in instructions]
+        return [  # their arrays are views of the stack, which nothing writes again
+            Outcome(value=(proxy, fit_res(r, encode=False)))
+            for (proxy, _), r in zip(instructions, results)
+        ]
+
+
 @contextmanager
-def round_batcher(exp: NodeExperiment) -> Iterator[BatchedRound | None]:
-    """The run's :class:`BatchedRound` (closed at the end), or None: see
+def round_batcher(exp: NodeExperiment) -> Iterator[RoundBatch | None]:
+    """The run's :class:`RoundBatch` (closed at the end), or None: see
     :func:`batching_mode`."""
     mode = batching_mode(exp)
     if mode is None:
         yield None
         return
-    with BatchedRound(mode) as batch:
+    batch = RoundBatch(mode, exp)
+    try:
         yield batch
+    finally:
+        batch.close()

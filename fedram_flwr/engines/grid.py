@@ -39,7 +39,7 @@ from flwr.serverapp.grid import Grid
 from flwr.supercore.run import Run
 from flwr.supercore.task_identity import TaskIdentity
 
-from fedram_flwr.clients.batched_round import BatchedRound
+from fedram_flwr.engines.batching import RoundBatch
 
 NODE_ID_BASE = 1_000_000
 """Node id of partition p: ``NODE_ID_BASE + p``."""
@@ -89,7 +89,7 @@ class InProcessGrid(Grid):
         *,
         run_config: Mapping[str, bool | int | float | str] | None = None,
         run_id: int = 0,
-        batch: BatchedRound | None = None,
+        batch: RoundBatch | None = None,
     ) -> None:
         if num_partitions < 1:
             raise ValueError(f"num_partitions must be at least 1, got {num_partitions}")

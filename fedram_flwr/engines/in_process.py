@@ -28,7 +28,6 @@ import numpy as np
 import torch
 from flwr.client import Client, NumPyClient
 from flwr.common import (
-    Code,
     Context,
     DisconnectRes,
     EvaluateIns,
@@ -39,14 +38,15 @@ from flwr.common import (
     GetParametersRes,
     GetPropertiesIns,
     GetPropertiesRes,
-    Parameters,
     ReconnectIns,
     RecordDict,
-    Status,
 )
 from flwr.common.logger import FLOWER_LOGGER as flwr_logger
 from flwr.server.client_proxy import ClientProxy
 
+from fedram_flwr.clients.erm import fit_res
+from fedram_flwr.clients.node import NodeExperiment
+from fedram_flwr.clients.stacked_round import RoundClient
 from fedram_flwr.engines.batching import round_batcher
 from fedram_flwr.engines.experiment import Experiment
 from fedram_flwr.engines.flwr.signals import signals_raise
@@ -58,7 +58,7 @@ from fedram_flwr.engines.resume import (
     within_time_limit,
 )
 from fedram_flwr.engines.timed import TimedServer, time_model
-from fedram_flwr.protocol import npy_array, npy_bytes
+from fedram_flwr.protocol import npy_array
 from fedram_flwr.registry import is_asynchronous
 from fedram_flwr.rundir import (
     CHECKPOINT_FILE,
@@ -84,12 +84,17 @@ class ReceivedArrays:
 
     def __call__(self, tensors: list[bytes]) -> list[np.ndarray]:
         """Fresh arrays of ``tensors`` (.npy bytes, :func:`~fedram_flwr.protocol.npy_array`)."""
+        return [a.copy(order="K") for a in self.shared(tensors)]
+
+    def shared(self, tensors: list[bytes]) -> list[np.ndarray]:
+        """The arrays of ``tensors``, the same objects for the same bytes (not copied:
+        a caller that writes them copies them first)."""
         if len(tensors) != len(self._tensors) or any(
             t is not seen for t, seen in zip(tensors, self._tensors)
         ):  # bytes objects are immutable: the same objects hold the same arrays
             self._arrays = [npy_array(t) for t in tensors]
             self._tensors = list(tensors)
-        return [a.copy(order="K") for a in self._arrays]
+        return self._arrays
 
 
 class InProcessClientProxy(ClientProxy):
@@ -103,11 +108,13 @@ class InProcessClientProxy(ClientProxy):
         client_fn: Callable[[Context], Client | NumPyClient],
         context: Context,
         received: ReceivedArrays | None = None,
+        experiment: NodeExperiment | None = None,
     ) -> None:
         super().__init__(cid)
         self.client_fn = client_fn
         self.context = context
         self.received = ReceivedArrays() if received is None else received
+        self.experiment = experiment
 
     def _client(self) -> Client:
         client = self.client_fn(self.context)
@@ -130,13 +137,22 @@ class InProcessClientProxy(ClientProxy):
         # Flower's NumPyClient ``fit`` with the .npy bytes (de)coded by the protocol's
         # codec: the same bytes and arrays, ~10x cheaper for a small model (the global
         # model decoded once a round).
-        received = self.received(ins.parameters.tensors)
-        arrays, num_examples, metrics = client.fit(received, ins.config)
-        return FitRes(
-            status=Status(code=Code.OK, message="Success"),
-            parameters=Parameters([npy_bytes(a) for a in arrays], "numpy.ndarray"),
-            num_examples=num_examples,
-            metrics=metrics,
+        return fit_res(client.fit(self.received(ins.parameters.tensors), ins.config))
+
+    def stacked_client(self, ins: FitIns, exp: NodeExperiment) -> RoundClient | None:
+        """This client's part of a stacked round of ``exp``'s clients (``training.batched``,
+        :func:`~fedram_flwr.clients.stacked_round.stacked_fits`): its partition id and
+        state, the round's arrays (decoded once, shared: read, not written) and config;
+        None when its ``fit`` must run itself: a proxy not made for ``exp``'s client
+        (``experiment``, whose ``client(partition-id, context.state)`` ``client_fn``
+        builds) or a subclass's own ``fit``."""
+        if self.experiment is not exp or type(self).fit is not InProcessClientProxy.fit:
+            return None
+        return RoundClient(
+            int(self.context.node_config["partition-id"]),
+            self.context.state,
+            self.received.shared(ins.parameters.tensors),
+            ins.config,
         )
 
     def evaluate(
@@ -295,7 +311,7 @@ def _serve(
     contexts = {pid: node_context(pid, k, {}) for pid in range(k)}
     received = ReceivedArrays()
     for pid, context in contexts.items():
-        manager.register(InProcessClientProxy(str(pid), client_fn, context, received))
+        manager.register(InProcessClientProxy(str(pid), client_fn, context, received, exp))
     strategy = recording_strategy(exp, out, label)
     if scenario.time is None:
         server = ResumableServer(client_manager=manager, strategy=strategy)

@@ -31,27 +31,27 @@ from flwr.server import Server
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.server import FitResultsAndFailures, fit_client, fit_clients
 
-from fedram_flwr.clients.batched_round import BatchedRound
+from fedram_flwr.engines.batching import RoundBatch
 
 
 def fit_clients_in_turn(
     client_instructions: list[tuple[ClientProxy, FitIns]],
     timeout: float | None,
     group_id: int,
-    batch: BatchedRound | None = None,
+    batch: RoundBatch | None = None,
 ) -> FitResultsAndFailures:
     """Flower's ``fit_clients`` (1.39) with one worker, run in this thread: each
     client's ``fit`` in instruction order; a reply with status OK is a result, one with
     another status or an exception (``Exception``: an interrupt or a signal's exception
     ends the run, as it would in the pool's waiting thread) a failure. With ``batch``
     (``training.batched``) the fits run together, their local SGD stacked
-    (:class:`~fedram_flwr.clients.batched_round.BatchedRound`): the same results and
+    (:class:`~fedram_flwr.engines.batching.RoundBatch`): the same results and
     failures, in the same order."""
     results: list[tuple[ClientProxy, FitRes]] = []
     failures: list[tuple[ClientProxy, FitRes] | BaseException] = []
     if batch is not None:
-        calls = [partial(fit_client, p, ins, timeout, group_id) for p, ins in client_instructions]
-        outcomes = batch.run(calls)
+        fit = partial(fit_client, timeout=timeout, group_id=group_id)
+        outcomes = batch.fits(client_instructions, fit)
     for i, (proxy, ins) in enumerate(client_instructions):
         try:
             result = (
@@ -70,7 +70,7 @@ class StrategyEveryRound(Server):
     ``batch``: with one worker, the round's fits run together through it
     (``training.batched``, :func:`fit_clients_in_turn`)."""
 
-    batch: BatchedRound | None = None
+    batch: RoundBatch | None = None
 
     def received(
         self,

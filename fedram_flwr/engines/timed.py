@@ -55,7 +55,7 @@ from fedram_flwr.message_api import with_availability
 from fedram_flwr.message_api.availability import AvailabilityStrategy
 from fedram_flwr.message_api.timed import TimedAvailability
 from fedram_flwr.message_api.wall import WallClockAvailability
-from fedram_flwr.protocol import npy_array, npy_bytes
+from fedram_flwr.protocol import npy_array, npy_bytes, parameter_arrays
 from fedram_flwr.rundir.checkpoint import CheckpointError
 from fedram_flwr.scenario.config import TimeConfig
 from fedram_flwr.scenario.schema import ScenarioError
@@ -116,7 +116,7 @@ def rebased(res: FitRes, sent: Parameters, current: Parameters) -> FitRes:
     """``res`` with its arrays moved onto ``current``
     (:func:`~fedram_flwr.clock.rounds.rebase_arrays`)."""
     moved = rebase_arrays(
-        [npy_array(t) for t in res.parameters.tensors],
+        parameter_arrays(res.parameters),
         [npy_array(t) for t in sent.tensors],
         [npy_array(t) for t in current.tensors],
     )
