@@ -200,8 +200,9 @@ def packed_rows(arrays: list[np.ndarray]) -> list[np.ndarray]:
 
 
 def row_views(views: Sequence[np.ndarray]) -> tuple[np.ndarray, list[int]] | None:
-    """(the one array ``views`` are row views of, each view's first row there), or None
-    when they are not all rows of one C-contiguous array (:func:`packed_rows`)."""
+    """(the one array ``views`` are row views of, each view's first row there: any row
+    for an empty view), or None when they are not all rows of one C-contiguous array
+    (:func:`packed_rows`)."""
     base = views[0].base if views else None
     if not isinstance(base, np.ndarray) or not base.flags.c_contiguous or base.ndim < 1:
         return None

@@ -41,3 +41,31 @@ def test_erm_client_one_full_batch_step_by_hand() -> None:
     np.testing.assert_allclose(arrays[0], theta[0] - 0.1 * g_w.numpy(), atol=1e-6)
     np.testing.assert_allclose(arrays[1], theta[1] - 0.1 * g_b.numpy(), atol=1e-6)
     assert client.get_properties({}) == {PARTITION_ID: 5, NUM_EXAMPLES: 10}
+
+
+def test_a_reply_kept_as_arrays_reads_as_its_encoded_reply() -> None:
+    """fit_res(..., encode=False): the same bytes when read, the same arrays decoded
+    (fresh copies: writing them leaves the reply as it was)."""
+    from flwr.common import parameters_to_ndarrays
+
+    from fedram_flwr.clients.erm import ArrayParameters, fit_res
+    from fedram_flwr.protocol import parameter_arrays
+
+    rng = np.random.default_rng(0)
+    stack = rng.standard_normal((3, 4, 5)).astype(np.float32)
+    arrays = [stack[1], np.arange(4, dtype=np.int64)]
+    result = (arrays, 7, {PARTITION_ID: 1})
+    encoded, kept = fit_res(result), fit_res(result, encode=False)
+    assert isinstance(kept.parameters, ArrayParameters)
+    assert kept.parameters.tensors == encoded.parameters.tensors
+    assert kept.parameters.tensor_type == encoded.parameters.tensor_type
+    assert (kept.num_examples, kept.metrics, kept.status) == (7, {PARTITION_ID: 1}, encoded.status)
+    for ours, flowers in zip(
+        parameter_arrays(kept.parameters), parameters_to_ndarrays(encoded.parameters)
+    ):
+        np.testing.assert_array_equal(ours, flowers)
+        assert ours.dtype == flowers.dtype and ours.flags.c_contiguous
+    parameter_arrays(kept.parameters)[0][:] = 0.0
+    np.testing.assert_array_equal(kept.parameters.arrays[0], stack[1])
+    with pytest.raises(AttributeError, match="read-only"):
+        kept.parameters.tensors = []

@@ -126,3 +126,35 @@ def test_data_config_for_synthetic_and_dirichlet(
     data = Experiment(scenario_from_dict(gaussian), 0).data
     assert sum(len(y) for y in data.client_y) == 3 * 40  # every sample, once
     assert data.client_classes == tuple(tuple(np.unique(y).tolist()) for y in data.client_y)
+
+
+def test_clients_rows_are_views_of_one_array_with_their_values() -> None:
+    from fedram_flwr.data.federated import packed_rows, row_views
+
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal((n, 3, 2)).astype(np.float32) for n in (4, 0, 7, 1)]
+    packed = packed_rows(arrays)
+    base, offsets = row_views(packed)
+    assert [offsets[i] for i in (0, 2, 3)] == [0, 4, 11] and base.shape == (12, 3, 2)
+    for a, p in zip(arrays, packed, strict=True):
+        np.testing.assert_array_equal(p, a)
+        assert p.base is base and p.dtype == a.dtype
+    mixed = [arrays[0], arrays[2].astype(np.float64)]  # dtypes differ: left as they are
+    assert all(p is a for p, a in zip(packed_rows(mixed), mixed))
+    assert row_views(mixed) is None
+    assert row_views([base[1:3], base[5:7].copy()]) is None  # not rows of one array
+
+
+def test_a_loaded_data_set_keeps_its_clients_in_one_array(tmp_path) -> None:
+    from fedram_flwr.clients.node import NodeExperiment
+    from fedram_flwr.data.federated import row_views
+    from fedram_flwr.registry import scenario_from_dict
+    from tests.helpers import TINY_GAUSSIAN
+
+    exp = NodeExperiment(scenario_from_dict(TINY_GAUSSIAN), 0)
+    d = exp.data
+    assert row_views(d.client_x) is not None and row_views(d.client_y) is not None
+    x, y = exp.client_data(1)
+    np.testing.assert_array_equal(x.numpy(), d.client_x[1])
+    np.testing.assert_array_equal(y.numpy(), d.client_y[1])
+    assert x.data_ptr() == d.client_x[1].ctypes.data  # the arrays' memory, not a copy

@@ -68,6 +68,34 @@ def test_legacy_batched_run_equals_the_per_client_run(name: str, tmp_path: Path)
     assert_close_runs(off, on, name)
 
 
+@pytest.mark.parametrize(
+    ("name", "stacked"),
+    [("fedar", True), ("ca-fed", True), ("mifa-deadline", True), ("scaffold", False)],
+)
+def test_a_legacy_round_is_one_stacked_job_where_its_objective_has_a_stacked_form(
+    name: str, stacked: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ERM and CA-Fed rounds (on the simulated clock too) run as one stacked job without
+    a client call; SCAFFOLD's (a hook per step) through the relay of its clients' calls."""
+    from fedram_flwr.engines import batching
+
+    used = {"stacked": 0, "relay": 0}
+    stacked_fits, relay_run = batching.stacked_fits, batching.BatchedRound.run
+
+    def counted_fits(*args):
+        used["stacked"] += 1
+        return stacked_fits(*args)
+
+    def counted_run(self, calls):
+        used["relay"] += len(calls) > 1
+        return relay_run(self, calls)
+
+    monkeypatch.setattr(batching, "stacked_fits", counted_fits)
+    monkeypatch.setattr(batching.BatchedRound, "run", counted_run)
+    run_in_process(batched_scenario(name, tmp_path, "on"), SEED, tmp_path / "on")
+    assert (used["stacked"] > 0, used["relay"] > 0) == (stacked, not stacked), used
+
+
 @pytest.mark.parametrize("name", ["fed-cvar-avg", "scaffold", "ca-fed"])
 def test_message_api_batched_run_equals_the_per_client_run(name: str, tmp_path: Path) -> None:
     off = run_message_in_process(batched_scenario(name, tmp_path, "off"), SEED, tmp_path / "off")
