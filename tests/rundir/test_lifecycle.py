@@ -53,6 +53,7 @@ class RunFolderLife(RuleBasedStateMachine):
         self.run = RunDirectory(self.root / "run")
         self.older: list[bytes] = []  # checkpoints seen, oldest first
         self.go(None)  # every sequence starts from a complete run
+
     def teardown(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
 
@@ -129,9 +130,7 @@ class RunFolderLife(RuleBasedStateMachine):
         if self.run.status() != "complete" or self.run.damage() is not None:
             return
         reference = RunFolderLife.reference
-        assert without_timings(self.run.read_metrics()) == without_timings(
-            reference.read_metrics()
-        )
+        assert without_timings(self.run.read_metrics()) == without_timings(reference.read_metrics())
         for a, b in zip(final_arrays(self.run), final_arrays(reference), strict=True):
             assert a.dtype == b.dtype and np.array_equal(a, b)
 

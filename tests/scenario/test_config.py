@@ -123,8 +123,13 @@ def test_an_unknown_lr_schedule_is_named_with_the_allowed_ones(scenario_dict) ->
     [
         (None, "rounds", 0, "rounds: 0 is outside the allowed range [1, 1e+06] (a million"),
         (None, "rounds", 10**30, f"rounds: {10**30} is outside the allowed range [1, 1e+06]"),
-        (None, "max_failed_rounds", 10**30, "max_failed_rounds: 1000000000000000000000000000000 "
-         "is outside the allowed range [1, 1e+06] (a million rounds would take hours"),
+        (
+            None,
+            "max_failed_rounds",
+            10**30,
+            "max_failed_rounds: 1000000000000000000000000000000 "
+            "is outside the allowed range [1, 1e+06] (a million rounds would take hours",
+        ),
         ("training", "lr", 0.0, "training.lr: 0.0 is outside the allowed range (0, inf)"),
         ("data", "train_fraction", 1.5, "data.train_fraction: 1.5 is outside"),
     ],

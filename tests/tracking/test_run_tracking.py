@@ -143,7 +143,8 @@ def test_rows_are_logged_as_they_are_written_whole_lines_only(tmp_path, trackers
     tracked.poll()
     assert recorder.steps == {0: {"accuracy": 0.5}, 1: {"accuracy": 0.75, "relayed.count": 1.0}}
     assert json.loads((tmp_path / STATE_FILE).read_text()) == {
-        "ids": {"tensorboard": "tensorboard-id"}, "logged-round": 1
+        "ids": {"tensorboard": "tensorboard-id"},
+        "logged-round": 1,
     }
 
 
