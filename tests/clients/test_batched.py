@@ -197,7 +197,7 @@ def test_a_client_alone_in_its_round_trains_in_the_per_client_loop_bit_for_bit()
 def test_stacked_cross_entropy_is_torchs_for_every_row() -> None:
     from torch.nn import functional as F
 
-    from fedram_flwr.clients.batched import stacked_cross_entropy
+    from fedram_flwr.clients.stacked_loss import stacked_cross_entropy
 
     g = torch.Generator().manual_seed(0)
     h = (30 * torch.randn(4, 6, 10, generator=g)).requires_grad_()  # large logits too
@@ -219,7 +219,7 @@ def test_linear_chains_run_as_batched_products_and_others_through_vmap(name, cha
     from torch.func import functional_call
     from torch.nn import functional as F
 
-    from fedram_flwr.clients.batched import linear_chain, stacked_loss
+    from fedram_flwr.clients.stacked_loss import linear_chain, stacked_loss
 
     shape = (1, 28, 28)
     model = build_model(name, shape, 5, seed=0)
