@@ -34,7 +34,7 @@ from torch import nn
 from fedram_flwr.clients.batches import Batch, OnePass, StepPlan
 from fedram_flwr.clients.models import SeededDropout, module_list, parameter_list
 from fedram_flwr.clients.stacked_batches import gathered_block, stacked_batches, step_blocks
-from fedram_flwr.clients.stacked_loss import stacked_grads, stacked_loss
+from fedram_flwr.clients.stacked_loss import stacked_gradients
 
 REFUSED_MODULES = (nn.modules.batchnorm._NormBase, nn.modules.dropout._DropoutNd, SeededDropout)
 """Modules whose training-time behaviour is per-client state or randomness."""
@@ -159,7 +159,7 @@ def stacked_sgd(model: nn.Module, jobs: Sequence[SGDJob]) -> list[JobResult]:
     lr = torch.tensor([job.lr for job in jobs], dtype=params[names[0]].dtype, device=device)
     decay = torch.tensor([job.weight_decay for job in jobs], dtype=lr.dtype, device=device)
     decayed = any(job.weight_decay != 0 for job in jobs)
-    forward = stacked_loss(model)
+    gradients = stacked_gradients(model)
     active = list(range(len(jobs)))  # rows of the stack, in job order
     trained: dict[int, tuple[Stack, int]] = {}  # job -> (its stack when it finished, row)
     corrected: dict[str, torch.Tensor] = {}  # the last step's gradients, as p.grad
@@ -167,7 +167,7 @@ def stacked_sgd(model: nn.Module, jobs: Sequence[SGDJob]) -> list[JobResult]:
 
     def step(x: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> None:
         """One local step of the clients in ``active`` on their batches (x, y, w)."""
-        grads, loss = stacked_grads(forward, params, x, y, w)
+        grads, loss = gradients(params, x, y, w)
         step_losses.append((loss.detach(), list(active)))
         weights = [jobs[j].batch_weight for j in active]
         if any(bw is not None for bw in weights):
@@ -179,9 +179,9 @@ def stacked_sgd(model: nn.Module, jobs: Sequence[SGDJob]) -> list[JobResult]:
             for n, p in params.items():
                 g = grads[n] if offsets is None else grads[n] + offsets[n]
                 corrected[n] = g
-                if decayed:
-                    g = g + p * rows(decay, p)
-                p.sub_(g * rows(lr, p))
+                if decayed:  # g + wd p, then p - lr g: sgd_step's two updates, fused
+                    g = torch.addcmul(g, p, rows(decay, p))
+                p.addcmul_(g, rows(lr, p), value=-1.0)
 
     def leave(keep: list[int]) -> None:
         """The rows of the stack not in ``keep`` (clients done) leave it (as views: a
@@ -205,13 +205,11 @@ def stacked_sgd(model: nn.Module, jobs: Sequence[SGDJob]) -> list[JobResult]:
         counts = [len(plan.sizes) for plan in plans]
         for first, last in step_blocks(plans):
             x_all, y_all, w_all = gathered_block(plans, first, last, lr.dtype)
-            size = w_all.shape[2]
             for s in range(first, last):
                 keep = [r for r, j in enumerate(active) if counts[j] > s]
                 if len(keep) < len(active):
                     leave(keep)
-                at = (s - first) * size
-                x, y, w = x_all[:, at : at + size], y_all[:, at : at + size], w_all[:, s - first]
+                x, y, w = x_all[s - first], y_all[s - first], w_all[s - first]
                 if len(active) < len(jobs):
                     rows_of = torch.tensor(active, device=x.device)
                     x, y, w = (t.index_select(0, rows_of) for t in (x, y, w))

@@ -32,13 +32,13 @@ def step_blocks(plans: Sequence[StepPlan]) -> list[tuple[int, int]]:
 def gathered_block(
     plans: Sequence[StepPlan], first: int, last: int, dtype: torch.dtype
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Steps ``first``..``last - 1`` of every client gathered: x ``[clients, steps * B,
-    ...]`` and y ``[clients, steps * B]`` (B: the widest batch), each client's steps one
-    after another, and w ``[clients, steps, B]``, each row's weight in its client's mean
-    (1 / its batch's size; 0 for padding: a smaller batch's rest and the steps of a
-    client that has none left, filled with one of its rows). One gather for all clients
-    when their data are rows of one tensor (``rows_of``: a node's data), else one per
-    client."""
+    """Steps ``first``..``last - 1`` of every client gathered, step by step: x ``[steps,
+    clients, B, ...]`` and y ``[steps, clients, B]`` (B: the widest batch; a step's batches
+    are one contiguous block), and w ``[steps, clients, B]``, each row's weight in its
+    client's mean (1 / its batch's size; 0 for padding: a smaller batch's rest and the
+    steps of a client that has none left, filled with one of its rows). One gather for
+    all clients when their data are rows of one tensor (``rows_of``: a node's data), else
+    one per client."""
     width, steps = max(plan.rows.shape[1] for plan in plans), last - first
     if all(len(p.sizes) >= last and p.rows.shape[1] == width for p in plans):
         rows = np.stack([p.rows[first:last] for p in plans])
@@ -57,9 +57,10 @@ def gathered_block(
     ):  # every client's rows in one tensor (a node's data): one gather for all
         base_x, base_y = base[0], base[1]
         offsets = np.array([p.rows_of[2] for p in plans], dtype=np.int64)  # type: ignore[index]
-        index = torch.from_numpy((rows + offsets[:, None, None]).reshape(-1)).to(x0.device)
-        x = base_x.index_select(0, index).view(len(plans), steps * width, *x0.shape[1:])
-        y = base_y.index_select(0, index).view(len(plans), steps * width)
+        index = (rows + offsets[:, None, None]).transpose(1, 0, 2).reshape(-1)
+        index_t = torch.from_numpy(index).to(x0.device)
+        x = base_x.index_select(0, index_t).view(steps, len(plans), width, *x0.shape[1:])
+        y = base_y.index_select(0, index_t).view(steps, len(plans), width)
     else:
         shape = (len(plans), steps * width)
         x = torch.empty((*shape, *x0.shape[1:]), dtype=x0.dtype, device=x0.device)
@@ -68,8 +69,10 @@ def gathered_block(
             index = torch.from_numpy(mine.reshape(-1)).to(plan.x.device)
             torch.index_select(plan.x, 0, index, out=xr)
             torch.index_select(plan.y, 0, index, out=yr)
+        x = x.view(len(plans), steps, width, *x0.shape[1:]).transpose(0, 1).contiguous()
+        y = y.view(len(plans), steps, width).transpose(0, 1).contiguous()
     inverse = 1.0 / np.maximum(sizes, 1)  # float64, rounded once into the weights' dtype
-    w = np.where(np.arange(width) < sizes[..., None], inverse[..., None], 0.0)
+    w = np.where(np.arange(width) < sizes[..., None], inverse[..., None], 0.0).transpose(1, 0, 2)
     return x, y, torch.from_numpy(w).to(device=x0.device, dtype=dtype)
 
 
