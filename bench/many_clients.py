@@ -12,7 +12,8 @@ Four workloads (evaluation off; seed 0):
 
 Per workload, alternating ``--repeats`` times in one process: ``in_process_s`` (``fedram
 run`` 's engine), ``batched_s`` (the same engine with ``training.batched: on``: each
-round's clients' SGD stacked, :mod:`fedram_flwr.clients.batched`), ``plain_s`` (the
+round's clients' SGD stacked, :mod:`fedram_flwr.clients.batched`; FedAR's and CA-Fed's
+rounds with no client call, :mod:`fedram_flwr.clients.stacked_round`), ``plain_s`` (the
 reference: for each client that trained in that
 round of the engine's run, a fresh torch model loaded with the global weights, the same
 number of mini-batch steps of the same batch size with cross-entropy and a hand-written

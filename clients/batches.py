@@ -7,7 +7,7 @@ as a :class:`ClientData`."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
 import numpy as np
@@ -15,7 +15,7 @@ import torch
 
 from fedram_flwr.clients.models import on_device
 from fedram_flwr.protocol import BATCH_SIZE, SERVER_ROUND
-from fedram_flwr.rng import stream
+from fedram_flwr.rng import stream, streams
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 """One mini-batch: (inputs, integer labels)."""
@@ -140,6 +140,12 @@ def client_rng(seed: int, server_round: int, partition_id: int) -> np.random.Gen
     return stream("client-batches", seed, server_round, partition_id)
 
 
+def client_rngs(keys: Sequence[tuple[int, int, int]]) -> Iterator[np.random.Generator]:
+    """:func:`client_rng` of each (seed, round, id) in ``keys``, seeded together
+    (:func:`~fedram_flwr.rng.streams`: each generator valid until the next is taken)."""
+    return streams("client-batches", keys)
+
+
 class ClientData(Protocol):
     """A client's training data as local SGD sees it."""
 
@@ -184,18 +190,34 @@ class ArrayData:
         rng, batch_size = self.round_draws(config)
         return array_pass(self.x, self.y, batch_size, rng, self.drop_last, self.device)
 
-    def plan(self, config: Mapping[str, Any], epochs: int, steps: int | None) -> StepPlan:
+    def plan(
+        self,
+        config: Mapping[str, Any],
+        epochs: int,
+        steps: int | None,
+        rng: np.random.Generator | None = None,
+    ) -> StepPlan:
         """The round's steps at once: the same draws as its :meth:`passes` would make
-        (:func:`step_rows`) over ``epochs`` passes or ``steps`` steps."""
-        rng, batch_size = self.round_draws(config)
-        rows = step_rows(len(self.y), batch_size, self.drop_last, rng, epochs, steps)
+        (:func:`step_rows`) over ``epochs`` passes or ``steps`` steps; ``rng``: its
+        round's generator when the caller has it (:func:`client_rngs`)."""
+        if rng is None:
+            rng = client_rng(*self.stream_keys(config))
+        n, batch_size = self.y.shape[0], self.batch_of(config)
+        rows = step_rows(n, batch_size, self.drop_last, rng, epochs, steps)
         return StepPlan(*kept_on(self.x, self.y, self.device), *rows, self.rows_of)
 
     def round_draws(self, config: Mapping[str, Any]) -> tuple[np.random.Generator, int]:
         """The round's (seed, round, id) generator and batch size (the config's, else
         the default)."""
-        rng = client_rng(self.seed, int(config.get(SERVER_ROUND, 0)), self.partition_id)
-        return rng, int(config.get(BATCH_SIZE, self.batch_size))
+        return client_rng(*self.stream_keys(config)), self.batch_of(config)
+
+    def stream_keys(self, config: Mapping[str, Any]) -> tuple[int, int, int]:
+        """(seed, round, id): the keys of the round's generator (:func:`client_rng`)."""
+        return self.seed, int(config.get(SERVER_ROUND, 0)), self.partition_id
+
+    def batch_of(self, config: Mapping[str, Any]) -> int:
+        """The round's batch size: the config's, else the default."""
+        return int(config.get(BATCH_SIZE, self.batch_size))
 
     def full(self) -> tuple[np.ndarray | torch.Tensor, np.ndarray | torch.Tensor]:
         return self.x, self.y

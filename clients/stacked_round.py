@@ -34,6 +34,7 @@ import torch
 from flwr.common import NDArrays, RecordDict
 
 from fedram_flwr.clients.batched import SGDJob, stacked_sgd
+from fedram_flwr.clients.batches import client_rngs
 from fedram_flwr.clients.ca_fed import ca_fed_floor, ca_fed_report, fit_ca_fed
 from fedram_flwr.clients.erm import ERMClient, FitResult, LocalFit, fit_erm
 from fedram_flwr.clients.models import parameter_list
@@ -105,9 +106,10 @@ def stacked_fits(exp: NodeExperiment, clients: Sequence[RoundClient]) -> list[Fi
     model = exp.client_model()
     params = parameter_list(model)
     starts: dict[int, list[torch.Tensor]] = {}  # the round's received models, once each
-    jobs, trainers, befores = [], [], []
-    for c in clients:
-        trainer = exp.trainer(c.partition_id, model)
+    jobs, befores = [], []
+    trainers = [exp.trainer(c.partition_id, model) for c in clients]
+    keys = [t.data.stream_keys(c.config) for t, c in zip(trainers, clients)]  # type: ignore[attr-defined]
+    for c, trainer, rng in zip(clients, trainers, client_rngs(keys)):
         before = (
             {} if form.before is None else form.before(trainer, c.parameters, c.config, c.state)
         )
@@ -123,10 +125,9 @@ def stacked_fits(exp: NodeExperiment, clients: Sequence[RoundClient]) -> list[Fi
                 lr=trainer.round_lr(c.config),
                 steps=steps,
                 weight_decay=trainer.weight_decay,
-                plan=trainer.data.plan(c.config, epochs, steps),  # type: ignore[attr-defined]
+                plan=trainer.data.plan(c.config, epochs, steps, rng),  # type: ignore[attr-defined]
             )
         )
-        trainers.append(trainer)
         befores.append(before)
     begin = time.perf_counter()
     results = stacked_sgd(model, jobs)

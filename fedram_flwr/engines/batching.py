@@ -1,14 +1,17 @@
 """Whether an in-process run batches its rounds' clients (``training.batched``), and the
-:class:`~fedram_flwr.clients.batched_round.BatchedRound` that does.
+:class:`RoundBatch` that does.
 
 ``off`` (the default): each client's local SGD in turn, the per-client loop, bit for bit
-as before. ``on``: every round's clients' SGD stacked (:mod:`fedram_flwr.clients.batched`);
-a model that cannot be (dropout, batch norm) is an error naming why. ``auto``: stacked
-where that is exact (to float32 rounding) and measured faster than the loop
-(bench/many_clients.py, docs/performance.md): models without convolutions; the
-per-client loop elsewhere. A client alone in its round (with its model) trains in the
-per-client loop whatever the mode: there is nothing to stack. Flower's engines keep
-one ClientApp per node, as real deployments do: batching is for the in-process engines.
+as before. ``on``: every round's clients' SGD stacked (:mod:`fedram_flwr.clients.batched`):
+a legacy round of ERM or CA-Fed clients as one job with no client call
+(:mod:`fedram_flwr.clients.stacked_round`), any other round's client calls relayed up to
+their SGD (:class:`~fedram_flwr.clients.batched_round.BatchedRound`); a model that cannot
+be stacked (dropout, batch norm) is an error naming why. ``auto``: stacked where that is
+exact (to float32 rounding) and measured faster than the loop (bench/many_clients.py,
+docs/performance.md): models without convolutions; the per-client loop elsewhere. A
+client alone in its round (with its model) trains in the per-client loop whatever the
+mode: there is nothing to stack. Flower's engines keep one ClientApp per node, as real
+deployments do: batching is for the in-process engines.
 """
 
 from __future__ import annotations
@@ -30,10 +33,9 @@ from fedram_flwr.clients.stacked_round import experiment_form, stacked_fits
 def stacked_is_faster(model: nn.Module) -> bool:
     """Where stacked SGD measured faster than the per-client loop (bench/many_clients.py on
     the CPU, docs/performance.md): a model without convolutions (rounds of logistic
-    models, batched against per-client in the same run, 0.47-1.08, mostly below 1). A
-    stacked convolution (a grouped one, one group per client) measured 2.4-3.3x the
-    per-client round on the CPU (100-client LeNet-5); on a GPU it was not measured, so
-    ``auto`` keeps the loop there too."""
+    models: 0.2-0.5x the plain PyTorch loop). A stacked convolution (a grouped one, one
+    group per client) measured slower than the per-client round on the CPU (100-client
+    LeNet-5); on a GPU it was not measured, so ``auto`` keeps the loop there too."""
     return not any(isinstance(m, nn.modules.conv._ConvNd) for m in module_list(model))
 
 
