@@ -61,16 +61,15 @@ def gathered_block(
         index_t = torch.from_numpy(index).to(x0.device)
         x = base_x.index_select(0, index_t).view(steps, len(plans), width, *x0.shape[1:])
         y = base_y.index_select(0, index_t).view(steps, len(plans), width)
-    else:
-        shape = (len(plans), steps * width)
+    else:  # each client's batch of each step gathered into its place (no copy after)
+        shape = (steps, len(plans), width)
         x = torch.empty((*shape, *x0.shape[1:]), dtype=x0.dtype, device=x0.device)
         y = torch.empty(shape, dtype=y0.dtype, device=y0.device)
-        for plan, mine, xr, yr in zip(plans, rows, x.unbind(0), y.unbind(0)):
-            index = torch.from_numpy(mine.reshape(-1)).to(plan.x.device)
-            torch.index_select(plan.x, 0, index, out=xr)
-            torch.index_select(plan.y, 0, index, out=yr)
-        x = x.view(len(plans), steps, width, *x0.shape[1:]).transpose(0, 1).contiguous()
-        y = y.view(len(plans), steps, width).transpose(0, 1).contiguous()
+        for c, (plan, mine) in enumerate(zip(plans, rows)):
+            index = torch.from_numpy(mine).to(plan.x.device)
+            for s in range(steps):
+                torch.index_select(plan.x, 0, index[s], out=x[s, c])
+                torch.index_select(plan.y, 0, index[s], out=y[s, c])
     inverse = 1.0 / np.maximum(sizes, 1)  # float64, rounded once into the weights' dtype
     w = np.where(np.arange(width) < sizes[..., None], inverse[..., None], 0.0).transpose(1, 0, 2)
     return x, y, torch.from_numpy(w).to(device=x0.device, dtype=dtype)
