@@ -135,16 +135,32 @@ class SimulatedArrivals(_Dispatching):
         How long the clock waits when nobody trains, > 0.
     on_dispatch : callable, optional
         Hears of the started jobs.
+    train_together : callable, optional
+        ``train_together(jobs)``: each job's update as ``train`` gives it, for several
+        jobs at once (the in-process engine's stacked clients, ``training.batched``).
+        Given, the first job of a model version to arrive trains with every job then in
+        flight on that version, and their updates wait for their own events: an update
+        depends only on its client, the model and the version (its batches are seeded
+        from them), so training it before its event changes nothing.
     """
 
     train: Train
     idle_seconds: float = 1.0
     on_dispatch: Callable[[Sequence[Job]], None] | None = None
+    train_together: Callable[[Sequence[Job]], Sequence[Arrays | None]] | None = None
+    ready: dict[tuple[int, int, float], Arrays | None] = field(default_factory=dict)
 
     def next(self, loop: LoopState) -> tuple[Job, Arrays | None, LoopState]:
-        """Take the earliest finish event and run its training."""
+        """Take the earliest finish event and its update (trained now, or with an earlier job)."""
         job, loop = next_job(loop)
-        return job, self.train(job.partition_id, job.arrays, job.version), loop
+        if self.train_together is None:
+            return job, self.train(job.partition_id, job.arrays, job.version), loop
+        if job_key(job) not in self.ready:
+            waiting = [j for j in loop.training if job_key(j) not in self.ready]
+            alike = [job] + [j for j in waiting if j.version == job.version]
+            for j, update in zip(alike, self.train_together(alike), strict=True):
+                self.ready[job_key(j)] = update
+        return job, self.ready.pop(job_key(job)), loop
 
     def due(self, loop: LoopState) -> bool:
         """Whether another job finishes at ``loop.now``."""
@@ -153,6 +169,11 @@ class SimulatedArrivals(_Dispatching):
     def wait(self, loop: LoopState) -> LoopState:
         """Move the clock ``idle_seconds`` on."""
         return replace(loop, now=loop.now + self.idle_seconds)
+
+
+def job_key(job: Job) -> tuple[int, int, float]:
+    """Return what tells jobs in flight apart: client, model version, finish time."""
+    return job.partition_id, job.version, job.finish
 
 
 @dataclass

@@ -50,6 +50,7 @@ from fedram_flwr.clients.emulate import round_task
 from fedram_flwr.clients.models import get_weights
 from fedram_flwr.clock import TICK_SECONDS, SimulatedClock, start_round
 from fedram_flwr.clock.scenario import scenario_speeds
+from fedram_flwr.engines.batching import RoundBatch, round_batcher
 from fedram_flwr.engines.experiment import Experiment
 from fedram_flwr.engines.fedbuff_server import FedBuffServer, FedBuffStrategy
 from fedram_flwr.engines.in_process import (
@@ -138,10 +139,15 @@ WALL_REFUSED = (
 
 
 def fedbuff_server(
-    exp: Experiment, manager: OracleClientManager, out: RunDirectory, label: str
+    exp: Experiment,
+    manager: OracleClientManager,
+    out: RunDirectory,
+    label: str,
+    batch: RoundBatch | None = None,
 ) -> FedBuffServer:
     """The legacy face over ``manager``'s proxies: the scenario's core, availability,
-    durations and seed, each step recorded in ``out`` (``clock: wall`` refused)."""
+    durations and seed, each step recorded in ``out`` (``clock: wall`` refused);
+    ``batch``: the run's batched rounds (``training.batched``, in-process)."""
     core = fedbuff_core(exp)
     if core.clock == "wall":
         raise ScenarioError(WALL_REFUSED)
@@ -155,12 +161,15 @@ def fedbuff_server(
         seed=exp.seed,
         on_start=steps.initial,
         on_step=steps.step,
+        batch=batch,
     )
 
 
 def serve_fedbuff(exp: Experiment, out: RunDirectory, label: str) -> None:
     """Run FedBuff for ``rounds`` server steps over the in-process legacy clients (their
-    ``Context.state`` kept per partition), recording each step in ``out``."""
+    ``Context.state`` kept per partition), recording each step in ``out``. With
+    ``training.batched`` the jobs in flight on one model version train as one stacked
+    round when the first of them arrives."""
     manager = exp.client_manager()
     k = exp.scenario.data.num_clients
 
@@ -169,12 +178,12 @@ def serve_fedbuff(exp: Experiment, out: RunDirectory, label: str) -> None:
 
     received = ReceivedArrays()
     for pid in range(k):
-        manager.register(
-            InProcessClientProxy(str(pid), client_fn, node_context(pid, k, {}), received)
-        )
-    server = fedbuff_server(exp, manager, out, label)
-    with quiet_single_threaded():
-        server.fit(exp.scenario.rounds, timeout=None)
+        context = node_context(pid, k, {})
+        manager.register(InProcessClientProxy(str(pid), client_fn, context, received, exp))
+    with round_batcher(exp) as batch:  # training.batched: a version's jobs stacked
+        server = fedbuff_server(exp, manager, out, label, batch)
+        with quiet_single_threaded():
+            server.fit(exp.scenario.rounds, timeout=None)
     if out.status() != "complete":
         raise RuntimeError("FedBuff's loop ended before the last step was recorded")
 

@@ -22,7 +22,8 @@ hyper-parameters as declared) and the initial model; it has no rounds to configu
 from __future__ import annotations
 
 import timeit
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from functools import partial
 from logging import INFO, WARNING
 
 from flwr.common import (
@@ -40,12 +41,21 @@ from flwr.common.logger import log
 from flwr.server import ClientManager, Server
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.history import History
+from flwr.server.server import fit_client
 from flwr.server.strategy import Strategy
 
 from fedram_flwr.availability.manager import OracleClientManager
-from fedram_flwr.protocol import SERVER_ROUND, Arrays
+from fedram_flwr.clients.batched_round import Outcome
+from fedram_flwr.engines.batching import RoundBatch
+from fedram_flwr.protocol import SERVER_ROUND, Arrays, parameter_arrays
 from fedram_flwr.strategies.fedbuff import FedBuffCore
-from fedram_flwr.strategies.fedbuff_jobs import AvailableAt, Durations, LoopState, StepRecord
+from fedram_flwr.strategies.fedbuff_jobs import (
+    AvailableAt,
+    Durations,
+    Job,
+    LoopState,
+    StepRecord,
+)
 from fedram_flwr.strategies.fedbuff_loop import SimulatedArrivals, drive, start
 
 NO_ROUNDS = "FedBuff has no rounds: FedBuffServer.fit runs its loop (docs/fedbuff.md)"
@@ -132,6 +142,10 @@ class FedBuffServer(Server):
         How long the clock waits when nobody trains.
     max_failed_rounds : int
         ``max_failed_rounds`` x C failed updates in a row stop the run.
+    batch : RoundBatch, optional
+        ``training.batched``: the jobs in flight on one model version train together
+        (:class:`~fedram_flwr.strategies.fedbuff_loop.SimulatedArrivals`'
+        ``train_together``) through the in-process engine's stacked round.
     """
 
     def __init__(
@@ -146,8 +160,10 @@ class FedBuffServer(Server):
         on_step: Callable[[StepRecord, Arrays], None] | None = None,
         idle_seconds: float = 1.0,
         max_failed_rounds: int = 3,
+        batch: RoundBatch | None = None,
     ) -> None:
         super().__init__(client_manager=client_manager, strategy=strategy)
+        self.batch = batch
         self.core = strategy.core
         self.available_at, self.durations, self.seed = available_at, durations, seed
         self.on_start, self.on_step = on_start, on_step
@@ -162,14 +178,33 @@ class FedBuffServer(Server):
             try:
                 res = proxies[partition_id].fit(ins, timeout=timeout, group_id=version + 1)
             except Exception as err:  # noqa: BLE001 - a failed update, as in the Message API
-                log(WARNING, "FedBuff: partition %d failed: %r", partition_id, err)
-                return None
-            if res.status.code != Code.OK:
-                log(WARNING, "FedBuff: partition %d: %s", partition_id, res.status.message)
-                return None
-            return parameters_to_ndarrays(res.parameters)
+                return update_of(partition_id, Outcome(error=err))
+            return update_of(partition_id, Outcome(value=(None, res)))
 
         return train
+
+    def train_together(
+        self, proxies: dict[int, ClientProxy], timeout: float | None
+    ) -> Callable[[Sequence[Job]], list[Arrays | None]] | None:
+        """``train_together(jobs)``: their ``fit`` calls as one batched round (``batch``),
+        or None without one."""
+        batch = self.batch
+        if batch is None:
+            return None
+
+        def together(jobs: Sequence[Job]) -> list[Arrays | None]:
+            sent: dict[int, Parameters] = {}  # one encoding per model version
+            instructions = []
+            for job in jobs:
+                if job.version not in sent:
+                    sent[job.version] = ndarrays_to_parameters(list(job.arrays))
+                config = {SERVER_ROUND: job.version + 1}
+                instructions.append((proxies[job.partition_id], FitIns(sent[job.version], config)))
+            fit = partial(fit_client, timeout=timeout, group_id=jobs[0].version + 1)
+            outcomes = batch.fits(instructions, fit)
+            return [update_of(job.partition_id, o) for job, o in zip(jobs, outcomes)]
+
+        return together
 
     def fit(self, num_rounds: int, timeout: float | None) -> tuple[History, float]:
         """Take ``num_rounds`` server steps; ``timeout`` bounds each client's ``fit``."""
@@ -193,10 +228,27 @@ class FedBuffServer(Server):
             steps=num_rounds,
             available_at=self.available_at,
             durations=self.durations,
-            arrivals=SimulatedArrivals(self.train(proxies, timeout), self.idle_seconds),
+            arrivals=SimulatedArrivals(
+                self.train(proxies, timeout),
+                self.idle_seconds,
+                train_together=self.train_together(proxies, timeout),
+            ),
             seed=self.seed,
             max_failures=self.max_failed_rounds * self.core.concurrency,
             on_step=stepped,
         )
         self.parameters = ndarrays_to_parameters(list(loop.server.arrays))
         return History(), timeit.default_timer() - t0
+
+
+def update_of(partition_id: int, outcome: Outcome) -> Arrays | None:
+    """A job's update from its ``fit``'s outcome (Flower's ``(proxy, FitRes)``), or None
+    for a failed one (an exception, a status other than OK), warned in Flower's log."""
+    if outcome.error is not None:
+        log(WARNING, "FedBuff: partition %d failed: %r", partition_id, outcome.error)
+        return None
+    res = outcome.value[1]
+    if res.status.code != Code.OK:
+        log(WARNING, "FedBuff: partition %d: %s", partition_id, res.status.message)
+        return None
+    return parameter_arrays(res.parameters)

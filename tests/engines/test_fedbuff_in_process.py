@@ -81,6 +81,34 @@ def test_time_model_gives_stale_weighted_updates_and_one_seed_one_model(tmp_path
     assert [r["staleness"] for r in again.read_metrics()[1:]] == [r["staleness"] for r in steps]
 
 
+def test_batched_jobs_of_one_version_train_together_as_their_own_runs_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """training.batched: the jobs in flight on one model version train as one stacked
+    round when the first arrives; the same buffers, staleness and clock as the
+    per-client run, the model to float32 rounding."""
+    from fedram_flwr.engines import batching
+
+    raw = fedbuff_dict(buffer_size=2, concurrency=3)
+    raw["time"] = TIMED
+    off = run_fedbuff_in_process(scenario_from_dict(raw), 0, tmp_path / "off")
+    raw["training"] = {**raw["training"], "batched": "on"}
+    stacks: list[int] = []
+    stacked_fits = batching.stacked_fits
+    monkeypatch.setattr(
+        batching,
+        "stacked_fits",
+        lambda exp, parts: stacks.append(len(parts)) or stacked_fits(exp, parts),
+    )
+    on = run_fedbuff_in_process(scenario_from_dict(raw), 0, tmp_path / "on")
+    assert stacks and max(stacks) > 1
+    rows_off, rows_on = off.read_metrics()[1:], on.read_metrics()[1:]
+    for key in ("buffer-clients", "buffer-versions", "staleness", "sim-seconds"):
+        assert [r[key] for r in rows_on] == [r[key] for r in rows_off], key
+    for a, b in zip(final_arrays(off), final_arrays(on), strict=True):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("engine", ["flwr", "deployment"])
 def test_flowers_legacy_api_on_flowers_engines_refuses_the_wall_clock(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], engine: str
