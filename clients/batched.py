@@ -210,9 +210,9 @@ def stacked_sgd(model: nn.Module, jobs: Sequence[SGDJob]) -> list[JobResult]:
                 if len(keep) < len(active):
                     leave(keep)
                 x, y, w = x_all[s - first], y_all[s - first], w_all[s - first]
-                if len(active) < len(jobs):
-                    rows_of = torch.tensor(active, device=x.device)
-                    x, y, w = (t.index_select(0, rows_of) for t in (x, y, w))
+                if len(active) < len(jobs):  # the block's rows of the clients still training
+                    still = torch.tensor(active, device=x.device)
+                    x, y, w = (t.index_select(0, still) for t in (x, y, w))
                 step(x, y, w)
         leave([])
     streams = [job.batches() for job in jobs]

@@ -187,8 +187,8 @@ class ArrayData:
         return len(self.y)
 
     def passes(self, config: Mapping[str, Any]) -> OnePass:
-        rng, batch_size = self.round_draws(config)
-        return array_pass(self.x, self.y, batch_size, rng, self.drop_last, self.device)
+        rng = client_rng(*self.stream_keys(config))
+        return array_pass(self.x, self.y, self.batch_of(config), rng, self.drop_last, self.device)
 
     def plan(
         self,
@@ -205,11 +205,6 @@ class ArrayData:
         n, batch_size = self.y.shape[0], self.batch_of(config)
         rows = step_rows(n, batch_size, self.drop_last, rng, epochs, steps)
         return StepPlan(*kept_on(self.x, self.y, self.device), *rows, self.rows_of)
-
-    def round_draws(self, config: Mapping[str, Any]) -> tuple[np.random.Generator, int]:
-        """The round's (seed, round, id) generator and batch size (the config's, else
-        the default)."""
-        return client_rng(*self.stream_keys(config)), self.batch_of(config)
 
     def stream_keys(self, config: Mapping[str, Any]) -> tuple[int, int, int]:
         """(seed, round, id): the keys of the round's generator (:func:`client_rng`)."""

@@ -95,8 +95,7 @@ class RoundBatch:
                 if (part := None if part is None else part(ins, self.exp)) is None:
                     break
                 parts.append(part)
-        model = self.exp.client_model()
-        if len(parts) < max(len(instructions), 2) or self.relay.refusal(model, None):
+        if len(parts) < max(len(instructions), 2):  # (the model: checked by batching_mode)
             return self.run([lambda p=proxy, i=ins: fit(p, i) for proxy, ins in instructions])
         try:
             results = stacked_fits(self.exp, parts)
